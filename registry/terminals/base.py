@@ -1,0 +1,188 @@
+"""Terminal: what every provider offers, and how observers hear about it.
+
+A terminal runs one command at a time, knows its live working directory, and keeps
+its recent raw output for mirrors.  Providers (``shell``: a PTY; ``subprocess``: a
+child per command) implement the abstract methods; observers (the registry, the
+protocol layer) subscribe a :class:`TerminalListener`.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from enum import StrEnum
+
+from ..output import BoundedBuffer
+from ..run import TerminalRun
+
+__all__ = ["IntegrationState", "Terminal", "TerminalListener"]
+
+log = logging.getLogger(__name__)
+
+
+class IntegrationState(StrEnum):
+    PENDING = "pending"
+    RICH = "rich"
+    NONE = "none"
+
+
+class TerminalListener:
+    """Receives a terminal's events. Override what you need; all default to no-ops.
+
+    Called synchronously from the terminal's read path: keep them quick, and never
+    let them raise (a raising listener is logged and skipped).
+    """
+
+    def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
+        """Raw output (escape sequences kept, markers removed) as it arrives."""
+
+    def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
+        """A command started (including one typed into the terminal)."""
+
+    def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
+        """A command ended, whatever its state."""
+
+    def on_change(self, terminal: Terminal) -> None:
+        """cwd, busy, integration state or another reported field changed."""
+
+    def on_close(self, terminal: Terminal) -> None:
+        """The terminal closed (closed by us, or its shell died)."""
+
+
+class Terminal(abc.ABC):
+    """One terminal of any provider."""
+
+    provider: str = ""
+
+    def __init__(self, terminal_id: int, cwd: str, replay_cap: int) -> None:
+        self.id = terminal_id
+        self._cwd = cwd
+        self._closed = False
+        self._listeners: list[TerminalListener] = []
+        self._replay = BoundedBuffer(replay_cap, head_share=0.0)
+        self.current_run: TerminalRun | None = None
+        self.last_run: TerminalRun | None = None
+        self._closed_event = asyncio.Event()
+
+    # -- identity and state -------------------------------------------------------
+
+    @property
+    def cwd(self) -> str:
+        """The live working directory, as the shell last reported it."""
+        return self._cwd
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def busy(self) -> bool:
+        """True from the moment a run is submitted until it ends."""
+        return self.current_run is not None
+
+    @property
+    def last_command(self) -> str | None:
+        run = self.current_run or self.last_run
+        return run.command_line if run else None
+
+    @property
+    @abc.abstractmethod
+    def shell(self) -> str:
+        """The shell (or interpreter) commands run in."""
+
+    @property
+    @abc.abstractmethod
+    def pid(self) -> int | None:
+        """The long-lived process behind the terminal, if there is one."""
+
+    @property
+    @abc.abstractmethod
+    def integration(self) -> IntegrationState: ...
+
+    # -- commands -----------------------------------------------------------------
+
+    async def run(
+        self,
+        command: str,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> TerminalRun:
+        """Run ``command`` and return its run once it has ended."""
+        run = await self.start(command, timeout=timeout, env=env)
+        return await run.wait()
+
+    @abc.abstractmethod
+    async def start(
+        self,
+        command: str,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> TerminalRun:
+        """Submit ``command``; return its run as soon as it has started."""
+
+    @abc.abstractmethod
+    async def write(self, data: str | bytes) -> None:
+        """Raw input to the terminal (answers a prompt, or types at the shell)."""
+
+    @abc.abstractmethod
+    def resize(self, cols: int, rows: int) -> None: ...
+
+    @abc.abstractmethod
+    async def kill(self) -> None:
+        """End the running command's process tree; the terminal lives on."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """End the terminal and every process it started."""
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
+    def replay(self, max_bytes: int | None = None) -> bytes:
+        """The most recent raw output, for a mirror to repaint from."""
+        if max_bytes is None:
+            return self._replay.getvalue()
+        return self._replay.tail(max_bytes)
+
+    # -- observers ----------------------------------------------------------------
+
+    def subscribe(self, listener: TerminalListener) -> None:
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: TerminalListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def _notify(self, event: str, *args: object) -> None:
+        for listener in list(self._listeners):
+            try:
+                getattr(listener, event)(self, *args)
+            except Exception:
+                log.exception("terminal listener %s failed on %s", listener, event)
+
+    def _set_cwd(self, cwd: str) -> None:
+        if cwd and cwd != self._cwd:
+            self._cwd = cwd
+            self._notify("on_change")
+
+    def _begin_run(self, run: TerminalRun) -> None:
+        self.current_run = run
+        self._notify("on_run_start", run)
+        self._notify("on_change")
+
+    def _end_run(self, run: TerminalRun) -> None:
+        if self.current_run is run:
+            self.current_run = None
+        self.last_run = run
+        self._notify("on_run_end", run)
+        self._notify("on_change")
+
+    def _mark_closed(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._closed_event.set()
+        self._notify("on_close")
