@@ -333,6 +333,8 @@ class ShellTerminal(Terminal):
             self._screen += data
             if self._none_run and run is not None:
                 run.append(data)
+            else:
+                run = None  # the echo of what we typed, not the command's output
         else:
             run = None
         self._notify("on_output", data, run)
@@ -393,7 +395,9 @@ class ShellTerminal(Terminal):
 
     def _on_command_end(self, marker: Marker) -> None:  # D
         run = self.current_run
-        if self._phase is Phase.OUTPUT and run is not None:
+        # D in SUBMITTED: the command ran but its C never came (the user's rc made
+        # PS0 read-only, say). The verified exit code still stands.
+        if self._phase in (Phase.OUTPUT, Phase.SUBMITTED) and run is not None:
             run.exit_code = marker.exit_code
             self._phase = Phase.ENDED
 
