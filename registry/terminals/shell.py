@@ -584,9 +584,19 @@ class ShellTerminal(Terminal):
                     waiter.cancel()
 
     async def _drive_none(self, run: TerminalRun, command: str) -> None:
-        """Heuristic run: clean prompt, type, then wait for quiet and a prompt line."""
+        """Heuristic run: clean prompt, type, then wait for quiet and a prompt line.
+
+        Documented as a heuristic: a command that goes quiet while its last line
+        looks like a prompt is taken for finished.
+        """
         settings = self._settings
-        self._write(b"\x03")
+        if foreground_processes(self._fd, self._pid or -1):
+            # Something still runs (the last guess was early): interrupt it first.
+            self._send_interrupt(self._pid or -1)
+            await self._quiet(settings.none_quiet_timeout)
+        # Ctrl-U clears a half-typed line; Ctrl-C at an idle prompt would race the
+        # shell's SIGINT handling against the command we type next.
+        self._write(b"\x15")
         await self._quiet(settings.none_quiet_timeout)
         self._screen.clear()
         self._none_run = True

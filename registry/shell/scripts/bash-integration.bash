@@ -111,10 +111,6 @@ __tr_ps1_ours=""
 __tr_ps2_ours=""
 __tr_wrap_prompts() {
   local status="$?"
-  if [[ -z "$__tr_ps0_ours" || "${PS0-}" != "$__tr_ps0_ours" ]]; then
-    __tr_ps0_ours="$__tr_ps0_c${PS0-}"
-    PS0="$__tr_ps0_ours"
-  fi
   if [[ -z "$__tr_ps1_ours" || "${PS1-}" != "$__tr_ps1_ours" ]]; then
     __tr_ps1_ours="\[\e]633;A;$__tr_nonce\a\]${PS1-}\[\e]633;B;$__tr_nonce\a\]"
     PS1="$__tr_ps1_ours"
@@ -122,6 +118,12 @@ __tr_wrap_prompts() {
   if [[ -z "$__tr_ps2_ours" || "${PS2-}" != "$__tr_ps2_ours" ]]; then
     __tr_ps2_ours="\[\e]633;F;$__tr_nonce\a\]${PS2-}\[\e]633;G;$__tr_nonce\a\]"
     PS2="$__tr_ps2_ours"
+  fi
+  # A read-only PS0 (an rc that locks it) cannot carry our C: then runs fall back to
+  # what the screen shows, with D's exit code still exact.
+  if ! [[ -v PS0 && "${PS0@a}" == *r* ]] && [[ -z "$__tr_ps0_ours" || "${PS0-}" != "$__tr_ps0_ours" ]]; then
+    __tr_ps0_ours="$__tr_ps0_c${PS0-}"
+    PS0="$__tr_ps0_ours"
   fi
   return "$status"
 }
