@@ -1,7 +1,105 @@
-"""The ``terminal-registry`` command line."""
+"""The ``terminal-registry`` command line.
+
+``run`` starts a real shell in a real PTY (with our shell integration), runs one
+command in it with its output streamed live, then prints the exit code and the
+working directory the command left the shell in.  The CLI exits with the command's
+exit code.
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
 
-def main(argv: list[str] | None = None) -> int:
-    raise SystemExit("terminal-registry: not implemented yet")
+from registry.config import Settings
+from registry.errors import TerminalRegistryError
+from registry.run import RunState, TerminalRun
+from registry.terminals.base import Terminal, TerminalListener
+from registry.terminals.shell import ShellTerminal
+
+
+class _StreamOutput(TerminalListener):
+    """Copies a run's raw output to our stdout as it arrives."""
+
+    def __init__(self) -> None:
+        self._out = sys.stdout.buffer
+
+    def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
+        if run is not None:
+            self._out.write(data)
+            self._out.flush()
+
+
+def _exit_status(run: TerminalRun) -> int:
+    if run.exit_code is not None:
+        return run.exit_code & 0xFF
+    return 0 if run.state is RunState.COMPLETED else 1
+
+
+async def _run(args: argparse.Namespace) -> int:
+    settings = Settings()
+    if args.shell:
+        settings.default_shell = args.shell
+    terminal = await ShellTerminal.spawn(1, args.cwd, settings)
+    try:
+        terminal.subscribe(_StreamOutput())
+        strategy = await terminal.ready()
+        run = await terminal.run(args.command, timeout=args.timeout)
+        if run.output and not run.output.endswith(b"\n"):
+            sys.stdout.write("\n")
+        summary = [
+            f"exit code: {run.exit_code if run.exit_code is not None else 'unknown'}",
+            f"state: {run.state.value}",
+            f"cwd: {run.cwd}",
+            f"shell: {terminal.shell} ({strategy.value} integration)",
+            f"duration: {run.duration * 1000:.0f} ms",
+        ]
+        if run.signal:
+            summary.insert(1, f"signal: {run.signal}")
+        if run.note:
+            summary.append(f"note: {run.note}")
+        print("\n".join(f"[terminal-registry] {line}" for line in summary), file=sys.stderr)
+        return _exit_status(run)
+    finally:
+        await terminal.close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="terminal-registry",
+        description="Own real shells in real PTYs for editors and agents.",
+    )
+    commands = parser.add_subparsers(dest="subcommand", required=True)
+    run = commands.add_parser(
+        "run",
+        help="run a command in a real terminal and report exit code and cwd",
+        description="Run COMMAND in a shell terminal; output streams live, then the "
+        "exit code and cwd are printed. Exits with the command's exit code.",
+    )
+    run.add_argument("--cwd", default=os.getcwd(), help="directory to start in")
+    run.add_argument("--shell", help="shell to use (default: $SHELL, else bash)")
+    run.add_argument("--timeout", type=float, help="seconds before the command is ended")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.subcommand == "run":
+        words = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not words:
+            _parser().error("run needs a command after --")
+        args.command = " ".join(words)
+        try:
+            return asyncio.run(_run(args))
+        except TerminalRegistryError as error:
+            print(f"terminal-registry: {error}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
