@@ -48,3 +48,19 @@ class Settings:
     command_timeout: float | None = None
     #: Fall back to the subprocess provider when integration is not up by then.
     shell_integration_timeout: float = 5.0
+    #: Whether the registry falls back to the subprocess provider at all.
+    fallback_to_subprocess: bool = True
+    #: Subprocess provider: after the command exits, how long to read its pipes to
+    #: end-of-file (a background child may hold them open for ever).
+    output_drain_timeout: float = 0.25
+    #: Text for models: at most this many lines and characters (head and tail kept).
+    output_line_limit: int = 500
+    output_character_limit: int = 50_000
+    #: Collapse carriage-return and backspace overwrites (progress bars).
+    compress_progress_bar: bool = True
+    #: Hot processes: output within this long keeps a terminal hot ...
+    hot_timeout: float = 2.0
+    #: ... or this long while its output looks like a build in progress.
+    hot_compiling_timeout: float = 15.0
+    #: Environment details wait at most this long for hot terminals to cool down.
+    cooldown_timeout: float = 5.0

@@ -10,8 +10,18 @@ from __future__ import annotations
 
 import codecs
 import re
+import unicodedata
 
-__all__ = ["BoundedBuffer", "IncrementalText", "strip_escape_sequences"]
+__all__ = [
+    "BoundedBuffer",
+    "IncrementalText",
+    "apply_run_length_encoding",
+    "compress_terminal_output",
+    "process_backspaces",
+    "process_carriage_returns",
+    "strip_escape_sequences",
+    "truncate_output",
+]
 
 
 class BoundedBuffer:
@@ -115,3 +125,155 @@ def strip_escape_sequences(text: str) -> str:
     if "\x1b" not in text and "\x9b" not in text:
         return text
     return _ESCAPES.sub("", text)
+
+
+# -- text for models -------------------------------------------------------------------
+#
+# The pipeline: strip escape sequences -> process_carriage_returns -> process_backspaces
+# -> apply_run_length_encoding -> truncate_output.  Everything works on str code points;
+# a cut never splits a character.
+
+
+def process_carriage_returns(text: str) -> str:
+    r"""Apply ``\r`` overwrites within each line, as a terminal would show them.
+
+    Each ``\r``-separated segment overwrites the line from column 0; the rest of the
+    longer earlier content stays (``"Initial text\rnext\r"`` -> ``"nextial text"``).
+    Empty segments change nothing, so ``\r\n`` is a plain line end.  Where an
+    overwrite would leave a combining mark or variation selector orphaned at the cut,
+    that one code point becomes a space.
+    """
+    if "\r" not in text:
+        return text
+    return "\n".join(_overwrite_line(line) for line in text.split("\n"))
+
+
+def _overwrite_line(line: str) -> str:
+    if "\r" not in line:
+        return line
+    segments = line.split("\r")
+    current = segments[0]
+    for segment in segments[1:]:
+        if not segment:
+            continue
+        if len(segment) >= len(current):
+            current = segment
+            continue
+        rest = current[len(segment) :]
+        if _is_mark(rest[0]):
+            rest = " " + rest[1:]
+        current = segment + rest
+    return current
+
+
+def _is_mark(char: str) -> bool:
+    code = ord(char)
+    return (
+        unicodedata.combining(char) != 0
+        or 0xFE00 <= code <= 0xFE0F
+        or 0x1F3FB <= code <= 0x1F3FF
+        or code == 0x200D
+    )
+
+
+def process_backspaces(text: str) -> str:
+    r"""``\b`` deletes the character before it (``"abc\b\bxy"`` -> ``"axy"``).
+
+    As on a terminal, a backspace never moves back past the start of its line.
+    """
+    if "\b" not in text:
+        return text
+    out: list[str] = []
+    line_start = 0
+    for piece in _BACKSPACES.split(text):
+        if piece.startswith("\b"):
+            keep = max(line_start, len(out) - len(piece))
+            del out[keep:]
+        else:
+            out.extend(piece)
+            newline = piece.rfind("\n")
+            if newline >= 0:
+                line_start = len(out) - (len(piece) - newline - 1)
+    return "".join(out)
+
+
+_BACKSPACES = re.compile(r"(\x08+)")
+
+
+def apply_run_length_encoding(text: str) -> str:
+    """A run of identical lines becomes the line plus a note, when that is shorter.
+
+    ``"a\\na\\na\\n"`` stays as it is (the note would be longer); 50 identical
+    progress lines become one line and ``<previous line repeated 49 additional
+    times>``.
+    """
+    if not text:
+        return text
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        end = index + 1
+        while end < len(lines) and lines[end] == line:
+            end += 1
+        repeats = end - index - 1
+        note = f"<previous line repeated {repeats} additional times>\n"
+        if repeats and len(note) < len(line) * repeats:
+            out.append(line if line.endswith("\n") else line + "\n")
+            out.append(note)
+        else:
+            out.extend(lines[index:end])
+        index = end
+    return "".join(out)
+
+
+def truncate_output(
+    text: str, line_limit: int | None = 500, char_limit: int | None = 50_000
+) -> str:
+    """Keep 20 % head and 80 % tail, character limit first, then line limit.
+
+    Over the character limit the text is cut by characters (and that is the result);
+    otherwise, over the line limit, by whole lines.  The marker says how much went.
+    """
+    if char_limit and len(text) > char_limit:
+        head = int(char_limit * 0.2)
+        tail = char_limit - head
+        omitted = len(text) - char_limit
+        end = text[-tail:] if tail else ""
+        return f"{text[:head]}\n[...{omitted} characters omitted...]\n{end}"
+    if not line_limit:
+        return text
+    total = text.count("\n") + 1
+    if total <= line_limit:
+        return text
+    head_lines = int(line_limit * 0.2)
+    tail_lines = line_limit - head_lines
+    head_end = 0
+    for _ in range(head_lines):
+        head_end = text.index("\n", head_end) + 1
+    tail_start = newline = len(text)
+    for _ in range(tail_lines):
+        newline = text.rindex("\n", 0, newline)
+        tail_start = newline + 1
+    omitted = total - line_limit
+    return f"{text[:head_end]}\n[...{omitted} lines omitted...]\n\n{text[tail_start:]}"
+
+
+def compress_terminal_output(
+    text: str,
+    line_limit: int | None = 500,
+    char_limit: int | None = 50_000,
+    compress_progress_bar: bool = True,
+) -> str:
+    """Terminal text as a model should read it: the whole pipeline.
+
+    With ``compress_progress_bar`` off, carriage returns and backspaces are left
+    alone except that ``\\r\\n`` line ends become ``\\n``.
+    """
+    text = strip_escape_sequences(text)
+    if compress_progress_bar:
+        text = process_backspaces(process_carriage_returns(text))
+    else:
+        text = text.replace("\r\n", "\n")
+    return truncate_output(apply_run_length_encoding(text), line_limit, char_limit)

@@ -44,6 +44,7 @@ class TerminalRun:
         output_cap: int,
         *,
         typed: bool = False,
+        separate_streams: bool = False,
     ) -> None:
         self.id = next(_run_ids)
         self.terminal_id = terminal_id
@@ -61,6 +62,11 @@ class TerminalRun:
         self._started_mono = time.monotonic()
         self._ended_mono: float | None = None
         self._output = BoundedBuffer(output_cap)
+        # Separate streams, for providers that have them (subprocess).
+        self._stdout = BoundedBuffer(output_cap) if separate_streams else None
+        self._stderr = BoundedBuffer(output_cap) if separate_streams else None
+        #: True when the output was rebuilt after the fact (heuristic runs).
+        self.output_replaced = False
         loop = asyncio.get_running_loop()
         self._done: asyncio.Future[TerminalRun] = loop.create_future()
         self._started: asyncio.Future[None] = loop.create_future()
@@ -70,10 +76,28 @@ class TerminalRun:
     def append(self, data: bytes) -> None:
         self._output.append(data)
 
+    def append_stream(self, stream: str, data: bytes) -> None:
+        """Output from one of two separate streams; it also joins the merged output."""
+        buffer = self._stdout if stream == "stdout" else self._stderr
+        if buffer is not None:
+            buffer.append(data)
+        self._output.append(data)
+
+    @property
+    def stdout(self) -> bytes | None:
+        """stdout alone, where the provider keeps it apart (else None)."""
+        return self._stdout.getvalue() if self._stdout is not None else None
+
+    @property
+    def stderr(self) -> bytes | None:
+        """stderr alone, where the provider keeps it apart (else None)."""
+        return self._stderr.getvalue() if self._stderr is not None else None
+
     def replace_output(self, data: bytes) -> None:
         """Set the output after the fact (heuristic runs trim echo and prompt)."""
         self._output.clear()
         self._output.append(data)
+        self.output_replaced = True
 
     @property
     def output(self) -> bytes:

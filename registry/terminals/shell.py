@@ -292,6 +292,11 @@ class ShellTerminal(Terminal):
             log.info("terminal %s: no shell integration, strategy none", self.id)
             self._settle_integration(IntegrationState.NONE)
 
+    def give_up_integration(self) -> None:
+        """Stop waiting for integration: strategy ``none`` (a late B still upgrades)."""
+        if self._integration is IntegrationState.PENDING:
+            self._settle_integration(IntegrationState.NONE)
+
     def _settle_integration(self, state: IntegrationState) -> None:
         if self._closed or (self._ready.done() and self._integration == state):
             return

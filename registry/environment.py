@@ -1,0 +1,138 @@
+"""Environment details: a markdown snapshot of what a task's terminals are doing.
+
+The report an agent puts in front of its model: active terminals (working directory,
+the command they run, output not seen yet), then inactive terminals whose completed
+runs have output not seen yet.  Building it retrieves that output, so the next report
+does not repeat it.  Nothing to report gives empty markdown.
+
+This module only formats; the registry decides which terminals are covered and waits
+for hot ones to cool down first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .run import RunState
+from .unread import UnreadRun
+
+if TYPE_CHECKING:
+    from .registry import TerminalEntry
+
+__all__ = ["EnvironmentReport", "ReportedRun", "ReportedTerminal", "build_report"]
+
+
+@dataclass(frozen=True)
+class ReportedRun:
+    run_id: int
+    command_line: str
+    state: str
+    exit_code: int | None
+    ended: bool
+    output: str
+
+
+@dataclass(frozen=True)
+class ReportedTerminal:
+    terminal_id: int
+    task_id: str | None
+    cwd: str
+    active: bool
+    command_line: str | None
+    runs: list[ReportedRun] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EnvironmentReport:
+    markdown: str
+    terminals: list[ReportedTerminal]
+
+    @property
+    def active(self) -> list[ReportedTerminal]:
+        return [t for t in self.terminals if t.active]
+
+    @property
+    def inactive(self) -> list[ReportedTerminal]:
+        return [t for t in self.terminals if not t.active]
+
+
+def build_report(entries: list[TerminalEntry]) -> EnvironmentReport:
+    """Report on ``entries`` (oldest terminal first), retrieving their unread output."""
+    active: list[ReportedTerminal] = []
+    inactive: list[ReportedTerminal] = []
+    for entry in entries:
+        terminal = entry.terminal
+        running = terminal.current_run if not terminal.closed else None
+        runs = [_reported(u) for u in entry.unread.take()]
+        if running is not None:
+            active.append(
+                ReportedTerminal(
+                    terminal.id, entry.task_id, terminal.cwd, True, running.command_line, runs
+                )
+            )
+        elif runs:
+            inactive.append(
+                ReportedTerminal(terminal.id, entry.task_id, terminal.cwd, False, None, runs)
+            )
+    return EnvironmentReport(_markdown(active, inactive), [*active, *inactive])
+
+
+def _reported(unread: UnreadRun) -> ReportedRun:
+    return ReportedRun(
+        unread.run_id,
+        unread.command_line,
+        unread.state.value,
+        unread.exit_code,
+        unread.ended,
+        unread.text,
+    )
+
+
+def _markdown(active: list[ReportedTerminal], inactive: list[ReportedTerminal]) -> str:
+    parts: list[str] = []
+    if active:
+        parts.append("# Actively Running Terminals")
+        for terminal in active:
+            parts.append(f"## Terminal {terminal.terminal_id} (Active)")
+            parts.append(f"### Working Directory: `{terminal.cwd}`")
+            parts.append(f"### Original command: `{terminal.command_line}`")
+            body = _runs_text(terminal.runs, current=terminal.command_line)
+            if body:
+                parts.append("### New Output")
+                parts.append(body)
+    if inactive:
+        if parts:
+            parts.append("")
+        parts.append("# Inactive Terminals with Completed Process Output")
+        for terminal in inactive:
+            parts.append(f"## Terminal {terminal.terminal_id} (Inactive)")
+            parts.append(f"### Working Directory: `{terminal.cwd}`")
+            parts.append("### New Output")
+            parts.append(_runs_text(terminal.runs, current=None))
+    return "\n".join(parts) + ("\n" if parts else "")
+
+
+def _runs_text(runs: list[ReportedRun], current: str | None) -> str:
+    """Completed runs each under their command line; the running one's output bare."""
+    blocks: list[str] = []
+    for run in runs:
+        if not run.ended:
+            if run.output:
+                blocks.append(run.output)
+            continue
+        header = f"Command: `{run.command_line}` ({_outcome(run)})"
+        blocks.append(f"{header}\n{run.output}" if run.output else header)
+    return "\n".join(blocks)
+
+
+def _outcome(run: ReportedRun) -> str:
+    code = "unknown" if run.exit_code is None else str(run.exit_code)
+    if run.state == RunState.COMPLETED:
+        return f"exit code {code}"
+    label = {
+        RunState.TIMED_OUT: "timed out",
+        RunState.CANCELLED: "cancelled",
+        RunState.FAILED: "failed",
+    }.get(RunState(run.state), run.state)
+    return f"{label}, exit code {code}"

@@ -1,0 +1,442 @@
+"""TerminalRegistry: few terminals, reused by task and by where they actually stand.
+
+Lookup (``get_or_create``), exactly as DESIGN.md says:
+
+1. closed terminals are dropped (they leave the index when they close);
+2. tier 1: an idle terminal bound to the task, same provider, same *live* cwd;
+3. tier 2: any idle terminal of that provider with that live cwd -- released
+   (unbound) ones first, then idle ones of other tasks, never one that another task
+   was just handed and has not used yet;
+4. else a new terminal.  The chosen terminal is bound to the task.
+
+Terminals are indexed by (provider, normalised live cwd), and the index follows
+``cd``: a lookup looks at the terminals standing in that directory only, so 1,000
+terminals answer as fast as 10.  Choosing is synchronous -- no await between looking
+and binding -- so two tasks asking at once never get the same terminal.
+
+The registry also keeps, per terminal, the output not yet retrieved
+(:mod:`registry.unread`) and whether it is hot (:mod:`registry.hot`), and reports
+everything to its listeners (the protocol layer) without knowing who they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import itertools
+import logging
+import os
+import time
+from collections.abc import Mapping
+
+from .config import Settings
+from .environment import EnvironmentReport, build_report
+from .errors import InvalidCwdError, UnknownTerminalError
+from .hot import HotTracker
+from .run import TerminalRun
+from .terminals.base import IntegrationState, Terminal, TerminalListener
+from .terminals.shell import ShellTerminal
+from .terminals.subprocess import SubprocessTerminal
+from .unread import RunOutputQueue, UnreadRun
+
+__all__ = ["PROVIDERS", "RegistryListener", "TerminalEntry", "TerminalRegistry", "normalise_path"]
+
+log = logging.getLogger(__name__)
+
+PROVIDERS = ("shell", "subprocess")
+
+
+def normalise_path(path: str) -> str:
+    """A key under which equal directories compare equal.
+
+    Absolute, ``..`` and trailing slashes resolved, symlinks followed; case folded
+    only where the file system ignores case (Windows).
+    """
+    return os.path.normcase(os.path.realpath(os.path.abspath(os.path.expanduser(path))))
+
+
+class RegistryListener(TerminalListener):
+    """Hears about every terminal of a registry: its own events plus ``on_open``."""
+
+    def on_open(self, terminal: Terminal) -> None:
+        """A terminal was created and registered."""
+
+
+class TerminalEntry:
+    """What the registry knows of one terminal besides the terminal itself."""
+
+    def __init__(self, terminal: Terminal, task_id: str | None, settings: Settings) -> None:
+        self.terminal = terminal
+        self.task_id = task_id
+        #: Handed to this task and not used yet: other tasks must not take it.
+        self.claimed_by: str | None = None
+        self.claimed = False
+        self.key = normalise_path(terminal.cwd)
+        self.unread = RunOutputQueue(
+            settings.run_output_cap,
+            settings.output_line_limit,
+            settings.output_character_limit,
+            settings.compress_progress_bar,
+        )
+        self.hot = HotTracker(settings.hot_timeout, settings.hot_compiling_timeout)
+        self.cool_timer: asyncio.TimerHandle | None = None
+        #: Said on the next run's note: why this terminal runs a shell's command.
+        self.fallback_note: str | None = None
+
+
+class TerminalRegistry:
+    """The registry of terminals. Create, use, then ``await close()``."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self._entries: dict[int, TerminalEntry] = {}
+        self._index: dict[tuple[str, str], dict[int, None]] = {}
+        #: Closed terminals whose output has not been reported yet (once).
+        self._closed_unread: dict[int, TerminalEntry] = {}
+        self._ids = itertools.count(1)
+        self._listeners: list[RegistryListener] = []
+        self._closing = False
+
+    # -- observers ----------------------------------------------------------------
+
+    def subscribe(self, listener: RegistryListener) -> None:
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: RegistryListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def _emit(self, event: str, *args: object) -> None:
+        for listener in list(self._listeners):
+            try:
+                getattr(listener, event)(*args)
+            except Exception:
+                log.exception("registry listener %s failed on %s", listener, event)
+
+    # -- lookup -------------------------------------------------------------------
+
+    async def get_or_create(
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        shell: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Terminal:
+        """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none."""
+        if provider not in PROVIDERS:
+            raise ValueError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
+        key = normalise_path(cwd)
+        if not os.path.isdir(key):
+            reason = "does not exist" if not os.path.exists(key) else "is not a directory"
+            raise InvalidCwdError(cwd, reason)
+        entry = self._find(provider, key, task_id) if shell is None and not env else None
+        if entry is None:
+            entry = await self._create(provider, cwd, task_id, shell=shell, env=env)
+        self._bind(entry, task_id)
+        entry.claimed = True
+        entry.claimed_by = task_id
+        return entry.terminal
+
+    def _find(self, provider: str, key: str, task_id: str | None) -> TerminalEntry | None:
+        bucket = self._index.get((provider, key))
+        if not bucket:
+            return None
+        second: TerminalEntry | None = None
+        unbound: TerminalEntry | None = None
+        for terminal_id in bucket:
+            entry = self._entries[terminal_id]
+            terminal = entry.terminal
+            if terminal.busy or terminal.closed:
+                continue
+            if entry.task_id == task_id:
+                return entry  # tier 1
+            if entry.claimed and entry.claimed_by != task_id:
+                continue  # just handed to another task, not used yet
+            if entry.task_id is None and unbound is None:
+                unbound = entry
+            elif second is None:
+                second = entry
+        return unbound or second  # tier 2
+
+    async def _create(
+        self,
+        provider: str,
+        cwd: str,
+        task_id: str | None,
+        *,
+        shell: str | None,
+        env: Mapping[str, str] | None,
+    ) -> TerminalEntry:
+        terminal_id = next(self._ids)
+        terminal: Terminal
+        if provider == "shell":
+            terminal = await ShellTerminal.spawn(
+                terminal_id, cwd, self.settings, shell=shell, env=env
+            )
+        else:
+            terminal = await SubprocessTerminal.create(
+                terminal_id, cwd, self.settings, shell=shell, env=env
+            )
+        entry = TerminalEntry(terminal, task_id, self.settings)
+        self._entries[terminal_id] = entry
+        self._index.setdefault((provider, entry.key), {})[terminal_id] = None
+        terminal.subscribe(_EntryListener(self, entry))
+        self._emit("on_open", terminal)
+        return entry
+
+    def _bind(self, entry: TerminalEntry, task_id: str | None) -> None:
+        if entry.task_id != task_id:
+            entry.task_id = task_id
+            self._emit("on_change", entry.terminal)
+
+    # -- queries ------------------------------------------------------------------
+
+    def entry(self, terminal_id: int) -> TerminalEntry:
+        try:
+            return self._entries[terminal_id]
+        except KeyError:
+            raise UnknownTerminalError(terminal_id) from None
+
+    def get(self, terminal_id: int) -> Terminal:
+        return self.entry(terminal_id).terminal
+
+    def task_of(self, terminal_id: int) -> str | None:
+        return self.entry(terminal_id).task_id
+
+    def list(self, task_id: str | None = None, busy: bool | None = None) -> builtins.list[Terminal]:
+        """Open terminals, oldest first; filtered by task and by busy when given."""
+        return [
+            e.terminal
+            for e in self._entries.values()
+            if (task_id is None or e.task_id == task_id)
+            and (busy is None or e.terminal.busy == busy)
+        ]
+
+    def is_hot(self, terminal_id: int) -> bool:
+        return self.entry(terminal_id).hot.is_hot()
+
+    def unretrieved_output(self, terminal_id: int) -> str:
+        """Output not retrieved yet, cleaned; now marked retrieved."""
+        entry = self._entries.get(terminal_id) or self._closed_unread.pop(terminal_id, None)
+        if entry is None:
+            raise UnknownTerminalError(terminal_id)
+        return "\n".join(u.text for u in entry.unread.take() if u.text)
+
+    def take_unread(self, terminal_id: int) -> builtins.list[UnreadRun]:
+        """Like :meth:`unretrieved_output`, per run with command and exit code."""
+        entry = self._entries.get(terminal_id) or self._closed_unread.pop(terminal_id, None)
+        if entry is None:
+            raise UnknownTerminalError(terminal_id)
+        return entry.unread.take()
+
+    # -- running ------------------------------------------------------------------
+
+    async def run(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        task_id: str | None = None,
+        terminal_id: int | None = None,
+        provider: str = "shell",
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        background: bool = False,
+    ) -> TerminalRun:
+        """Run a command in a given terminal, or in one acquired as get_or_create does.
+
+        A shell terminal whose integration is not up within
+        ``shell_integration_timeout`` does not get the command: it is marked ``none``
+        and the command runs on a subprocess terminal for the same task and cwd (the
+        run's note says so). The command is never written to the shell in that case,
+        so it never runs twice.  With ``background`` the run is returned as soon as
+        the command has started.
+        """
+        if terminal_id is not None:
+            terminal = self.get(terminal_id)
+        else:
+            terminal = await self.get_or_create(cwd or os.getcwd(), task_id, provider)
+        if isinstance(terminal, ShellTerminal) and self.settings.fallback_to_subprocess:
+            fallback = await self._fallback_for(terminal, task_id if terminal_id is None else None)
+            if fallback is not None:
+                terminal = fallback
+        run = await terminal.start(command, timeout=timeout, env=env)
+        if background:
+            return run
+        return await run.wait()
+
+    async def _fallback_for(self, terminal: ShellTerminal, task_id: str | None) -> Terminal | None:
+        """The subprocess terminal to use instead, if the shell's integration is not up."""
+        if terminal.integration is IntegrationState.RICH:
+            return None
+        if terminal.integration is IntegrationState.PENDING:
+            with contextlib.suppress(TimeoutError):
+                state = await asyncio.wait_for(
+                    terminal.ready(), self.settings.shell_integration_timeout
+                )
+                if state is IntegrationState.RICH:
+                    return None
+            terminal.give_up_integration()
+        entry = self.entry(terminal.id)
+        substitute = await self.get_or_create(
+            terminal.cwd, task_id if task_id is not None else entry.task_id, "subprocess"
+        )
+        timeout_ms = int(self.settings.shell_integration_timeout * 1000)
+        substitute_entry = self.entry(substitute.id)
+        substitute_entry.fallback_note = (
+            f"shell integration of terminal {terminal.id} ({terminal.shell}) did not come up "
+            f"within {timeout_ms} ms; ran in subprocess terminal {substitute.id} instead"
+        )
+        return substitute
+
+    # -- releasing and closing ----------------------------------------------------
+
+    def release(self, task_id: str) -> None:
+        """Unbind the task's terminals; they become background terminals. Kills nothing."""
+        for entry in self._entries.values():
+            if entry.task_id == task_id:
+                entry.claimed = False
+                entry.claimed_by = None
+                self._bind(entry, None)
+
+    async def close_terminal(self, terminal_id: int) -> None:
+        await self.get(terminal_id).close()
+
+    async def close(self) -> None:
+        """Close every terminal (and end every process they started)."""
+        self._closing = True
+        terminals = [e.terminal for e in self._entries.values()]
+        results = await asyncio.gather(*(t.close() for t in terminals), return_exceptions=True)
+        for terminal, result in zip(terminals, results, strict=True):
+            if isinstance(result, BaseException):
+                log.error("closing terminal %s failed: %r", terminal.id, result)
+
+    # -- reports ------------------------------------------------------------------
+
+    async def environment_details(
+        self,
+        task_id: str | None = None,
+        cooldown_timeout: float | None = None,
+        *,
+        poll_interval: float = 0.1,
+    ) -> EnvironmentReport:
+        """What the task's terminals are doing, once hot ones have cooled down.
+
+        Covers the task's own terminals and released (unbound) ones; with no task,
+        every terminal.  Waits (polling) until no busy covered terminal is hot, for at
+        most ``cooldown_timeout``.  Reporting marks the output retrieved.
+        """
+        if cooldown_timeout is None:
+            cooldown_timeout = self.settings.cooldown_timeout
+        covered = self._covered(task_id)
+        deadline = time.monotonic() + cooldown_timeout
+        while any(e.terminal.busy and e.hot.is_hot() for e in covered):
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(poll_interval)
+        covered = self._covered(task_id)
+        report = build_report(covered)
+        for entry in covered:
+            if entry.terminal.closed:
+                self._closed_unread.pop(entry.terminal.id, None)
+        return report
+
+    def _covered(self, task_id: str | None) -> builtins.list[TerminalEntry]:
+        def covers(entry: TerminalEntry) -> bool:
+            return task_id is None or entry.task_id in (task_id, None)
+
+        live = [e for e in self._entries.values() if covers(e)]
+        gone = [e for e in self._closed_unread.values() if covers(e)]
+        return sorted([*live, *gone], key=lambda e: e.terminal.id)
+
+    # -- terminal events ----------------------------------------------------------
+
+    def _terminal_changed(self, entry: TerminalEntry) -> None:
+        key = normalise_path(entry.terminal.cwd)
+        if key != entry.key:
+            provider = entry.terminal.provider
+            bucket = self._index.get((provider, entry.key))
+            if bucket is not None:
+                bucket.pop(entry.terminal.id, None)
+                if not bucket:
+                    del self._index[(provider, entry.key)]
+            entry.key = key
+            self._index.setdefault((provider, key), {})[entry.terminal.id] = None
+
+    def _terminal_closed(self, entry: TerminalEntry) -> None:
+        terminal = entry.terminal
+        bucket = self._index.get((terminal.provider, entry.key))
+        if bucket is not None:
+            bucket.pop(terminal.id, None)
+            if not bucket:
+                del self._index[(terminal.provider, entry.key)]
+        self._entries.pop(terminal.id, None)
+        if entry.cool_timer is not None:
+            entry.cool_timer.cancel()
+        if entry.unread.has_unread_completed():
+            self._closed_unread[terminal.id] = entry
+
+    def _output(self, entry: TerminalEntry, data: bytes, run: TerminalRun | None) -> None:
+        was_hot = entry.hot.is_hot()
+        entry.hot.feed(data.decode("utf-8", "replace"))
+        if run is not None:
+            entry.unread.output(run, data)
+        if not was_hot:
+            self._emit("on_change", entry.terminal)
+        self._schedule_cooling(entry)
+
+    def _schedule_cooling(self, entry: TerminalEntry) -> None:
+        """Tell listeners when the terminal stops being hot (no polling for them)."""
+        if entry.cool_timer is not None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def check() -> None:
+            entry.cool_timer = None
+            if entry.terminal.closed:
+                return
+            if entry.hot.is_hot():
+                self._schedule_cooling(entry)
+            else:
+                self._emit("on_change", entry.terminal)
+
+        entry.cool_timer = loop.call_later(entry.hot.cools_in() + 0.01, check)
+
+
+class _EntryListener(TerminalListener):
+    """Routes one terminal's events into the registry and on to its listeners."""
+
+    def __init__(self, registry: TerminalRegistry, entry: TerminalEntry) -> None:
+        self._registry = registry
+        self._entry = entry
+
+    def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
+        self._registry._output(self._entry, data, run)
+        self._registry._emit("on_output", terminal, data, run)
+
+    def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
+        entry = self._entry
+        entry.claimed = False  # used now: busy protects it, then it is reusable
+        entry.claimed_by = None
+        entry.unread.run_started(run)
+        entry.hot.reset()
+        note = entry.fallback_note
+        if note:
+            run.note = f"{note}; {run.note}" if run.note else note
+            entry.fallback_note = None
+        self._registry._emit("on_run_start", terminal, run)
+
+    def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
+        self._entry.unread.run_ended(run)
+        self._registry._emit("on_run_end", terminal, run)
+
+    def on_change(self, terminal: Terminal) -> None:
+        self._registry._terminal_changed(self._entry)
+        self._registry._emit("on_change", terminal)
+
+    def on_close(self, terminal: Terminal) -> None:
+        self._registry._terminal_closed(self._entry)
+        self._registry._emit("on_close", terminal)
