@@ -1,9 +1,10 @@
 """The ``terminal-registry`` command line.
 
-``run`` starts a real shell in a real PTY (with our shell integration), runs one
-command in it with its output streamed live, then prints the exit code and the
-working directory the command left the shell in.  The CLI exits with the command's
-exit code.
+``run`` starts a real shell in a real PTY (with our shell integration) through a
+terminal registry, runs one command in it with its output streamed live, then
+prints the exit code, the working directory the command left the shell in, and the
+environment-details report an agent would show its model.  The CLI exits with the
+command's exit code.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from collections.abc import Sequence
 
 from registry.config import Settings
 from registry.errors import TerminalRegistryError
+from registry.registry import PROVIDERS, RegistryListener, TerminalRegistry
 from registry.run import RunState, TerminalRun
-from registry.terminals.base import Terminal, TerminalListener
-from registry.terminals.shell import ShellTerminal
+from registry.terminals.base import Terminal
 
 
-class _StreamOutput(TerminalListener):
+class _StreamOutput(RegistryListener):
     """Copies a run's raw output to our stdout as it arrives."""
 
     def __init__(self) -> None:
@@ -43,18 +44,30 @@ async def _run(args: argparse.Namespace) -> int:
     settings = Settings()
     if args.shell:
         settings.default_shell = args.shell
-    terminal = await ShellTerminal.spawn(1, args.cwd, settings)
+    registry = TerminalRegistry(settings)
     try:
-        terminal.subscribe(_StreamOutput())
-        strategy = await terminal.ready()
-        run = await terminal.run(args.command, timeout=args.timeout)
+        registry.subscribe(_StreamOutput())
+        # Started in the background and then awaited, so that the report below shows
+        # the run the way an agent's model would see it.
+        run = await registry.run(
+            args.command,
+            cwd=args.cwd,
+            task_id=args.task,
+            provider=args.provider,
+            timeout=args.timeout,
+            background=True,
+        )
+        await run.wait()
+        terminal = registry.get(run.terminal_id)
         if run.output and not run.output.endswith(b"\n"):
             sys.stdout.write("\n")
+        sys.stdout.flush()
         summary = [
             f"exit code: {run.exit_code if run.exit_code is not None else 'unknown'}",
             f"state: {run.state.value}",
             f"cwd: {run.cwd}",
-            f"shell: {terminal.shell} ({strategy.value} integration)",
+            f"terminal: {terminal.id} ({terminal.provider}, {terminal.shell}, "
+            f"{terminal.integration.value} integration)",
             f"duration: {run.duration * 1000:.0f} ms",
         ]
         if run.signal:
@@ -62,9 +75,12 @@ async def _run(args: argparse.Namespace) -> int:
         if run.note:
             summary.append(f"note: {run.note}")
         print("\n".join(f"[terminal-registry] {line}" for line in summary), file=sys.stderr)
+        report = await registry.environment_details(args.task, cooldown_timeout=0)
+        print("[terminal-registry] environment details:", file=sys.stderr)
+        print(report.markdown or "(no terminal has output not yet seen)", file=sys.stderr)
         return _exit_status(run)
     finally:
-        await terminal.close()
+        await registry.close()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--cwd", default=os.getcwd(), help="directory to start in")
     run.add_argument("--shell", help="shell to use (default: $SHELL, else bash)")
+    run.add_argument("--task", help="task id the terminal is bound to")
+    run.add_argument("--provider", choices=PROVIDERS, default="shell")
     run.add_argument("--timeout", type=float, help="seconds before the command is ended")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
     return parser

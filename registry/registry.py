@@ -248,6 +248,9 @@ class TerminalRegistry:
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
 
+        A foreground run's output counts as retrieved (the caller has it with the
+        result); a background run's is reported later.
+
         A shell terminal whose integration is not up within
         ``shell_integration_timeout`` does not get the command: it is marked ``none``
         and the command runs on a subprocess terminal for the same task and cwd (the
@@ -266,7 +269,12 @@ class TerminalRegistry:
         run = await terminal.start(command, timeout=timeout, env=env)
         if background:
             return run
-        return await run.wait()
+        await run.wait()
+        # The caller gets the whole output with the result: it is not news any more.
+        entry = self._entries.get(terminal.id) or self._closed_unread.get(terminal.id)
+        if entry is not None:
+            entry.unread.mark_retrieved(run)
+        return run
 
     async def _fallback_for(self, terminal: ShellTerminal, task_id: str | None) -> Terminal | None:
         """The subprocess terminal to use instead, if the shell's integration is not up."""

@@ -76,9 +76,11 @@ class RunOutputQueue:
                 entry.pending.clear()
                 entry.pending.append(run.output)
 
-    @property
-    def has_unread(self) -> bool:
-        return any(e.pending.total or e.run.done for e in self._entries)
+    def mark_retrieved(self, run: TerminalRun) -> None:
+        """The caller has had this run's whole output (a foreground run's result)."""
+        for entry in list(self._entries):
+            if entry.run is run and run.done:
+                self._entries.remove(entry)
 
     def has_unread_completed(self) -> bool:
         return any(e.run.done for e in self._entries)

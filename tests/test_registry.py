@@ -384,3 +384,15 @@ async def test_runs_reported_oldest_first(reg: TerminalRegistry, dirs: tuple[str
         await terminal.run(f"echo {word}")
     markdown = (await reg.environment_details("t", cooldown_timeout=0)).markdown
     assert markdown.index("alpha") < markdown.index("beta") < markdown.index("gamma")
+
+
+async def test_foreground_run_output_is_not_news(reg: TerminalRegistry, tmp_path: Path) -> None:
+    run = await reg.run("echo seen", cwd=str(tmp_path), task_id="t", provider="subprocess")
+    assert run.stdout == b"seen\n"
+    background = await reg.run(
+        "echo later", cwd=str(tmp_path), task_id="t", provider="subprocess", background=True
+    )
+    await background.wait()
+    markdown = (await reg.environment_details("t", cooldown_timeout=0)).markdown
+    assert "seen" not in markdown
+    assert "Command: `echo later` (exit code 0)\nlater" in markdown
