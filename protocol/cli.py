@@ -83,12 +83,32 @@ async def _run(args: argparse.Namespace) -> int:
         await registry.close()
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from .server import RegistryServer
+
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
+    if not args.stdio and not args.socket:
+        print("terminal-registry serve: give --stdio, --socket PATH or both", file=sys.stderr)
+        return 2
+
+    async def serve() -> int:
+        return await RegistryServer().run(stdio=args.stdio, socket_path=args.socket)
+
+    return asyncio.run(serve())
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="terminal-registry",
         description="Own real shells in real PTYs for editors and agents.",
     )
     commands = parser.add_subparsers(dest="subcommand", required=True)
+    serve = commands.add_parser("serve", help="serve the registry over JSON-RPC")
+    serve.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout")
+    serve.add_argument("--socket", help="serve any number of clients on this Unix socket")
+    serve.add_argument("--log-level", default="WARNING")
     run = commands.add_parser(
         "run",
         help="run a command in a real terminal and report exit code and cwd",
@@ -106,6 +126,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.subcommand == "serve":
+        return _serve(args)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:

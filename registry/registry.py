@@ -270,11 +270,14 @@ class TerminalRegistry:
         if background:
             return run
         await run.wait()
-        # The caller gets the whole output with the result: it is not news any more.
-        entry = self._entries.get(terminal.id) or self._closed_unread.get(terminal.id)
+        self.mark_retrieved(run)
+        return run
+
+    def mark_retrieved(self, run: TerminalRun) -> None:
+        """The caller got this run's whole output with its result: it is not news."""
+        entry = self._entries.get(run.terminal_id) or self._closed_unread.get(run.terminal_id)
         if entry is not None:
             entry.unread.mark_retrieved(run)
-        return run
 
     async def _fallback_for(self, terminal: ShellTerminal, task_id: str | None) -> Terminal | None:
         """The subprocess terminal to use instead, if the shell's integration is not up."""
@@ -339,18 +342,22 @@ class TerminalRegistry:
         """
         if cooldown_timeout is None:
             cooldown_timeout = self.settings.cooldown_timeout
-        covered = self._covered(task_id)
+        covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
         while any(e.terminal.busy and e.hot.is_hot() for e in covered):
             if time.monotonic() >= deadline:
                 break
             await asyncio.sleep(poll_interval)
-        covered = self._covered(task_id)
+        covered = self.covered_entries(task_id)
         report = build_report(covered)
         for entry in covered:
             if entry.terminal.closed:
                 self._closed_unread.pop(entry.terminal.id, None)
         return report
+
+    def covered_entries(self, task_id: str | None) -> builtins.list[TerminalEntry]:
+        """The terminals a task's report covers: its own and released ones."""
+        return self._covered(task_id)
 
     def _covered(self, task_id: str | None) -> builtins.list[TerminalEntry]:
         def covers(entry: TerminalEntry) -> bool:

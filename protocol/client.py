@@ -1,0 +1,452 @@
+"""The Python client for agents: typed methods over pygls's JSON-RPC client.
+
+::
+
+    async with await RegistryClient.spawn() as client:        # or .connect(socket_path)
+        result = await client.run("pytest -q", cwd="/repo", task_id="t1")
+        print(result.exit_code, result.cwd, result.output)
+        print((await client.environment_details("t1")).markdown)
+
+Every method mirrors a PROTOCOL.md request; errors raise the exception of their
+code (:class:`UnknownTerminalError`, :class:`TerminalBusyError` ...).
+Notifications arrive through :meth:`RegistryClient.notifications` (an async
+iterator) or callbacks registered with :meth:`RegistryClient.on`.  Cancelling the
+task awaiting :meth:`RegistryClient.run` sends ``$/cancelRequest``, which interrupts
+the command.  :class:`SyncRegistryClient` wraps it all for scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from pygls.client import JsonRPCClient
+from pygls.exceptions import JsonRpcException
+from pygls.io_ import run_async
+from pygls.protocol import JsonRPCProtocol
+
+from . import types as wire
+
+__all__ = [
+    "EnvironmentDetails",
+    "InvalidParamsError",
+    "MethodNotFoundError",
+    "Notification",
+    "RegistryClient",
+    "RegistryError",
+    "RequestCancelledError",
+    "SpawnFailedError",
+    "SyncRegistryClient",
+    "TerminalBusyError",
+    "UnknownTerminalError",
+]
+
+T = TypeVar("T")
+
+#: After $/cancelRequest, how long to wait for the server's -32800.
+CANCEL_CONFIRM_TIMEOUT = 30.0
+
+
+# -- errors ----------------------------------------------------------------------------
+
+
+class RegistryError(Exception):
+    """An error response from the server."""
+
+    code = 0
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class ParseError(RegistryError):
+    code = -32700
+
+
+class InvalidRequestError(RegistryError):
+    code = -32600
+
+
+class MethodNotFoundError(RegistryError):
+    code = -32601
+
+
+class InvalidParamsError(RegistryError):
+    code = -32602
+
+
+class RequestCancelledError(RegistryError):
+    code = -32800
+
+
+class UnknownTerminalError(RegistryError):
+    code = -32001
+
+
+class TerminalBusyError(RegistryError):
+    code = -32002
+
+
+class SpawnFailedError(RegistryError):
+    code = -32003
+
+
+_ERRORS: dict[int, type[RegistryError]] = {
+    cls.code: cls
+    for cls in (
+        ParseError,
+        InvalidRequestError,
+        MethodNotFoundError,
+        InvalidParamsError,
+        RequestCancelledError,
+        UnknownTerminalError,
+        TerminalBusyError,
+        SpawnFailedError,
+    )
+}
+
+
+def _error(exc: JsonRpcException) -> RegistryError:
+    return _ERRORS.get(exc.code, RegistryError)(exc.message, exc.code)
+
+
+# -- results ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Notification:
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class EnvironmentDetails:
+    markdown: str
+    terminals: list[wire.TerminalInfo]
+
+
+class _Client(JsonRPCClient):
+    def __init__(self, owner: RegistryClient) -> None:
+        from .server import converter_factory
+
+        self.owner = owner
+        super().__init__(protocol_cls=JsonRPCProtocol, converter_factory=converter_factory)
+
+    async def start_unix(self, path: str) -> None:
+        reader, writer = await asyncio.open_unix_connection(path, limit=2**24)
+        self.protocol.set_writer(writer)
+        task = asyncio.create_task(
+            run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol)
+        )
+        self._async_tasks.append(task)
+
+    async def server_exit(self, server: asyncio.subprocess.Process) -> None:
+        self.owner._closed_by_server()
+
+
+_NOTIFICATIONS = (
+    "terminal/didOpen",
+    "terminal/didChange",
+    "terminal/didClose",
+    "terminal/didStartRun",
+    "terminal/didWrite",
+    "terminal/didEndRun",
+    "window/logMessage",
+    "$/progress",
+)
+
+
+class RegistryClient:
+    """An asyncio client of a terminal-registry server."""
+
+    def __init__(self) -> None:
+        self._client = _Client(self)
+        self._ids = itertools.count(1)
+        self._queues: list[asyncio.Queue[Notification | None]] = []
+        self._callbacks: dict[str, list[Callable[[Any], None]]] = {}
+        self._spawned = False
+        self.server_info: dict[str, Any] = {}
+        self.capabilities: dict[str, Any] = {}
+        for method in _NOTIFICATIONS:
+            self._client.feature(method)(self._make_receiver(method))
+
+    # -- connecting ---------------------------------------------------------------
+
+    @classmethod
+    async def spawn(
+        cls,
+        settings: Mapping[str, Any] | None = None,
+        command: list[str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> RegistryClient:
+        """Start ``terminal-registry serve --stdio`` and initialise it."""
+        client = cls()
+        argv = command or [sys.executable, "-m", "protocol.cli", "serve", "--stdio"]
+        await client._client.start_io(*argv, env=dict(env) if env is not None else None)
+        client._spawned = True
+        await client._initialize(settings)
+        return client
+
+    @classmethod
+    async def connect(
+        cls, socket_path: str, settings: Mapping[str, Any] | None = None
+    ) -> RegistryClient:
+        """Connect to ``terminal-registry serve --socket PATH`` and initialise."""
+        client = cls()
+        await client._client.start_unix(socket_path)
+        await client._initialize(settings)
+        return client
+
+    async def _initialize(self, settings: Mapping[str, Any] | None) -> None:
+        result = await self._request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "capabilities": {},
+                "clientInfo": {"name": "terminal-registry-python"},
+                "initializationOptions": dict(settings or {}),
+            },
+        )
+        self.server_info = result.get("serverInfo") or {}
+        self.capabilities = (result.get("capabilities") or {}).get("experimental") or {}
+        self._client.protocol.notify("initialized", {})
+
+    async def close(self) -> None:
+        """``shutdown`` and ``exit``: a spawned server ends; a socket server goes on."""
+        if self._client.stopped:
+            return
+        try:
+            await asyncio.wait_for(self._request("shutdown", None), 30)
+            self._client.protocol.notify("exit", None)
+        except (RegistryError, ConnectionError, RuntimeError, TimeoutError):
+            pass
+        if self._spawned and self._client._server is not None:
+            try:
+                await asyncio.wait_for(self._client._server.wait(), 30)
+            except TimeoutError:
+                self._client._server.kill()
+        await self._client.stop()  # type: ignore[no-untyped-call]
+        self._closed_by_server()
+
+    async def __aenter__(self) -> RegistryClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- requests -------------------------------------------------------------------
+
+    async def _request(self, method: str, params: Any) -> Any:
+        msg_id = f"c{next(self._ids)}"
+        pending = asyncio.wrap_future(
+            self._client.protocol.send_request(method, params, msg_id=msg_id)
+        )
+        try:
+            # Shielded: cancelling the caller must not cancel the reply's future
+            # under pygls, which would then fail to deliver the server's answer.
+            return await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            if not self._client.stopped and not pending.done():
+                # $/cancelRequest, then wait (bounded) until the server confirms, so
+                # that the terminal is free again when the caller moves on.
+                self._client.protocol.notify("$/cancelRequest", {"id": msg_id})
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(pending, CANCEL_CONFIRM_TIMEOUT)
+            raise
+        except JsonRpcException as error:
+            raise _error(error) from None
+
+    async def acquire(
+        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+    ) -> wire.TerminalInfo:
+        params = {"cwd": cwd, "taskId": task_id, "provider": provider}
+        return _terminal(await self._request("terminal/acquire", params))
+
+    async def run(
+        self,
+        command: str,
+        *,
+        terminal_id: int | None = None,
+        cwd: str | None = None,
+        task_id: str | None = None,
+        provider: str | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        background: bool = False,
+        work_done_token: str | int | None = None,
+    ) -> wire.RunResult:
+        """Run a command; ``timeout`` in seconds. With ``background``, returns once started."""
+        params: dict[str, Any] = {"command": command, "background": background}
+        optional = {
+            "terminalId": terminal_id,
+            "cwd": cwd,
+            "taskId": task_id,
+            "provider": provider,
+            "timeoutMs": round(timeout * 1000) if timeout is not None else None,
+            "env": dict(env) if env is not None else None,
+            "workDoneToken": work_done_token,
+        }
+        params.update({k: v for k, v in optional.items() if v is not None})
+        result = await self._request("terminal/run", params)
+        return wire.converter.structure(result, wire.RunResult)
+
+    async def write(self, terminal_id: int, data: str) -> None:
+        await self._request("terminal/write", {"terminalId": terminal_id, "data": data})
+
+    async def resize(self, terminal_id: int, cols: int, rows: int) -> None:
+        params = {"terminalId": terminal_id, "cols": cols, "rows": rows}
+        await self._request("terminal/resize", params)
+
+    async def kill(self, terminal_id: int) -> None:
+        await self._request("terminal/kill", {"terminalId": terminal_id})
+
+    async def close_terminal(self, terminal_id: int) -> None:
+        await self._request("terminal/close", {"terminalId": terminal_id})
+
+    async def list(
+        self, task_id: str | None = None, busy: bool | None = None
+    ) -> list[wire.TerminalInfo]:
+        params = {k: v for k, v in {"taskId": task_id, "busy": busy}.items() if v is not None}
+        return [_terminal(t) for t in await self._request("terminal/list", params)]
+
+    async def get(self, terminal_id: int) -> wire.TerminalInfo:
+        return _terminal(await self._request("terminal/get", {"terminalId": terminal_id}))
+
+    async def output(self, terminal_id: int) -> str:
+        result = await self._request("terminal/output", {"terminalId": terminal_id})
+        return str(result["output"])
+
+    async def replay(self, terminal_id: int, max_bytes: int | None = None) -> str:
+        params: dict[str, Any] = {"terminalId": terminal_id}
+        if max_bytes is not None:
+            params["maxBytes"] = max_bytes
+        return str((await self._request("terminal/replay", params))["data"])
+
+    async def release(self, task_id: str) -> None:
+        await self._request("terminal/release", {"taskId": task_id})
+
+    async def environment_details(
+        self, task_id: str | None = None, cooldown_timeout: float | None = None
+    ) -> EnvironmentDetails:
+        params: dict[str, Any] = {}
+        if task_id is not None:
+            params["taskId"] = task_id
+        if cooldown_timeout is not None:
+            params["cooldownTimeoutMs"] = round(cooldown_timeout * 1000)
+        result = await self._request("environment/details", params)
+        return EnvironmentDetails(result["markdown"], [_terminal(t) for t in result["terminals"]])
+
+    # -- notifications --------------------------------------------------------------
+
+    def on(self, method: str, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(params)`` for every notification named ``method``."""
+        self._callbacks.setdefault(method, []).append(callback)
+
+    async def notifications(self) -> AsyncIterator[Notification]:
+        """Every notification from now on, in order, until the connection ends."""
+        queue: asyncio.Queue[Notification | None] = asyncio.Queue()
+        self._queues.append(queue)
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    return
+                yield item
+        finally:
+            self._queues.remove(queue)
+
+    def _make_receiver(self, method: str) -> Callable[[Any], None]:
+        def receive(params: Any) -> None:
+            for callback in self._callbacks.get(method, []):
+                callback(params)
+            for queue in self._queues:
+                queue.put_nowait(Notification(method, params))
+
+        return receive
+
+    def _closed_by_server(self) -> None:
+        for queue in self._queues:
+            queue.put_nowait(None)
+
+
+def _terminal(data: Any) -> wire.TerminalInfo:
+    return wire.converter.structure(data, wire.TerminalInfo)
+
+
+class SyncRegistryClient:
+    """Blocking wrapper for scripts: the asyncio client on a private loop thread."""
+
+    def __init__(self, client_factory: Callable[[], Coroutine[Any, Any, RegistryClient]]) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._client = self._call(client_factory())
+
+    @classmethod
+    def spawn(cls, settings: Mapping[str, Any] | None = None) -> SyncRegistryClient:
+        return cls(lambda: RegistryClient.spawn(settings))
+
+    @classmethod
+    def connect(cls, socket_path: str) -> SyncRegistryClient:
+        return cls(lambda: RegistryClient.connect(socket_path))
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def run(self, command: str, **kwargs: Any) -> wire.RunResult:
+        return self._call(self._client.run(command, **kwargs))
+
+    def acquire(
+        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+    ) -> wire.TerminalInfo:
+        return self._call(self._client.acquire(cwd, task_id, provider))
+
+    def write(self, terminal_id: int, data: str) -> None:
+        self._call(self._client.write(terminal_id, data))
+
+    def kill(self, terminal_id: int) -> None:
+        self._call(self._client.kill(terminal_id))
+
+    def list(self, task_id: str | None = None, busy: bool | None = None) -> list[wire.TerminalInfo]:
+        return self._call(self._client.list(task_id, busy))
+
+    def output(self, terminal_id: int) -> str:
+        return self._call(self._client.output(terminal_id))
+
+    def release(self, task_id: str) -> None:
+        self._call(self._client.release(task_id))
+
+    def environment_details(
+        self, task_id: str | None = None, cooldown_timeout: float | None = None
+    ) -> EnvironmentDetails:
+        return self._call(self._client.environment_details(task_id, cooldown_timeout))
+
+    def close(self) -> None:
+        try:
+            self._call(self._client.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop.close()
+
+    def __enter__(self) -> SyncRegistryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

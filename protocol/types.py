@@ -1,0 +1,335 @@
+"""The wire types of PROTOCOL.md as attrs classes, and their conversion.
+
+Field names are snake_case here and camelCase on the wire.  Conversion goes through
+lsprotocol's converter with hooks of our own for these classes, because its default
+hooks drop fields equal to their default (``exitCode: 0`` would vanish) and coerce
+loosely (``"5"`` would pass as 5).  Ours keep every field, and structuring checks
+types strictly and names the offending field (``timeoutMs must be an integer``).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from lsprotocol.converters import get_converter
+from pygls.exceptions import JsonRpcInvalidParams
+
+__all__ = [
+    "AcquireParams",
+    "DidCloseParams",
+    "DidEndRunParams",
+    "DidStartRunParams",
+    "DidWriteParams",
+    "EnvironmentDetailsParams",
+    "EnvironmentDetailsResult",
+    "ListParams",
+    "OutputResult",
+    "ReleaseParams",
+    "ReplayParams",
+    "ReplayResult",
+    "ResizeParams",
+    "RunParams",
+    "RunResult",
+    "TerminalIdParams",
+    "TerminalInfo",
+    "WriteParams",
+    "converter",
+    "structure_params",
+    "unstructure",
+]
+
+T = TypeVar("T")
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+# -- requests -------------------------------------------------------------------------
+
+
+@attrs.define
+class AcquireParams:
+    cwd: str
+    task_id: str | None = None
+    provider: str = "shell"
+
+
+@attrs.define
+class RunParams:
+    command: str
+    terminal_id: int | None = None
+    cwd: str | None = None
+    task_id: str | None = None
+    provider: str | None = None
+    timeout_ms: int | None = None
+    env: dict[str, str] | None = None
+    background: bool = False
+    work_done_token: int | str | None = None
+
+
+@attrs.define
+class WriteParams:
+    terminal_id: int
+    data: str
+
+
+@attrs.define
+class ResizeParams:
+    terminal_id: int
+    cols: int
+    rows: int
+
+
+@attrs.define
+class TerminalIdParams:
+    terminal_id: int
+
+
+@attrs.define
+class ListParams:
+    task_id: str | None = None
+    busy: bool | None = None
+
+
+@attrs.define
+class ReplayParams:
+    terminal_id: int
+    max_bytes: int | None = None
+
+
+@attrs.define
+class ReleaseParams:
+    task_id: str
+
+
+@attrs.define
+class EnvironmentDetailsParams:
+    task_id: str | None = None
+    cooldown_timeout_ms: int | None = None
+
+
+# -- results ----------------------------------------------------------------------------
+
+
+@attrs.define
+class TerminalInfo:
+    id: int
+    provider: str
+    task_id: str | None
+    cwd: str
+    busy: bool
+    hot: bool
+    shell_integration: str
+    shell: str
+    pid: int | None
+    last_command: str | None
+
+
+@attrs.define
+class RunResult:
+    run_id: int
+    terminal_id: int
+    command_line: str
+    state: str
+    exit_code: int | None
+    signal: str | None
+    output: str
+    truncated: bool
+    cwd: str | None
+    duration_ms: int
+    #: Subprocess provider only (None elsewhere, and then left off the wire).
+    stdout: str | None = None
+    stderr: str | None = None
+    #: Added field: why the run ended as it did (fallbacks, heuristics, failures).
+    note: str | None = None
+
+
+@attrs.define
+class OutputResult:
+    output: str
+
+
+@attrs.define
+class ReplayResult:
+    data: str
+
+
+@attrs.define
+class EnvironmentDetailsResult:
+    markdown: str
+    terminals: list[TerminalInfo]
+
+
+# -- notifications ----------------------------------------------------------------------
+
+
+@attrs.define
+class DidCloseParams:
+    terminal_id: int
+
+
+@attrs.define
+class DidStartRunParams:
+    terminal_id: int
+    run_id: int
+    command_line: str
+
+
+@attrs.define
+class DidWriteParams:
+    terminal_id: int
+    data: str
+    run_id: int | None = None
+
+
+@attrs.define
+class DidEndRunParams:
+    terminal_id: int
+    run_id: int
+    state: str
+    exit_code: int | None
+
+
+#: Fields left off the wire when None (PROTOCOL.md: "subprocess provider only").
+_OMIT_IF_NONE = {(RunResult, "stdout"), (RunResult, "stderr"), (RunResult, "note")}
+
+_OUR_TYPES = frozenset(
+    {
+        AcquireParams,
+        RunParams,
+        WriteParams,
+        ResizeParams,
+        TerminalIdParams,
+        ListParams,
+        ReplayParams,
+        ReleaseParams,
+        EnvironmentDetailsParams,
+        TerminalInfo,
+        RunResult,
+        OutputResult,
+        ReplayResult,
+        EnvironmentDetailsResult,
+        DidCloseParams,
+        DidStartRunParams,
+        DidWriteParams,
+        DidEndRunParams,
+    }
+)
+
+
+# -- strict structuring -----------------------------------------------------------------
+
+_TYPE_WORDS = {int: "an integer", str: "a string", bool: "a boolean", float: "a number"}
+
+
+def _check(value: Any, annotation: Any, where: str) -> Any:
+    """Return ``value`` if it has the annotated type exactly; else raise naming ``where``."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        real = [o for o in options if o is not type(None)]
+        if len(real) == 1:
+            return _check(value, real[0], where)
+        for option in real:
+            try:
+                return _check(value, option, where)
+            except JsonRpcInvalidParams:
+                continue
+        expected = " or ".join(_describe(o) for o in real)
+        raise JsonRpcInvalidParams(f"{where} must be {expected}, got {_kind(value)}")
+    if origin is dict:
+        key_type, value_type = typing.get_args(annotation)
+        if not isinstance(value, dict):
+            raise JsonRpcInvalidParams(f"{where} must be an object, got {_kind(value)}")
+        return {
+            _check(k, key_type, f"{where} key"): _check(v, value_type, f"{where}.{k}")
+            for k, v in value.items()
+        }
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise JsonRpcInvalidParams(f"{where} must be a boolean, got {_kind(value)}")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise JsonRpcInvalidParams(f"{where} must be an integer, got {_kind(value)}")
+        return value
+    if annotation is str:
+        if not isinstance(value, str):
+            raise JsonRpcInvalidParams(f"{where} must be a string, got {_kind(value)}")
+        return value
+    raise TypeError(f"no strict check for {annotation!r}")  # pragma: no cover
+
+
+def _describe(annotation: Any) -> str:
+    return _TYPE_WORDS.get(annotation, "an object")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+
+
+def structure_params(cls: type[T], params: Any) -> T:
+    """Build ``cls`` from wire params, strictly; JsonRpcInvalidParams names the field."""
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise JsonRpcInvalidParams(f"params must be an object, got {_kind(params)}")
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for field in attrs.fields(cls):  # type: ignore[arg-type]
+        wire = camel(field.name)
+        if wire not in params:
+            if field.default is attrs.NOTHING:
+                raise JsonRpcInvalidParams(f"missing required field {wire!r}")
+            continue
+        values[field.name] = _check(params[wire], hints[field.name], wire)
+    return cls(**values)
+
+
+def _unstructure_ours(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    cls = type(obj)
+    for field in attrs.fields(cls):
+        value = getattr(obj, field.name)
+        if value is None and (cls, field.name) in _OMIT_IF_NONE:
+            continue
+        out[camel(field.name)] = converter.unstructure(value)
+    return out
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = get_converter(cattrs.Converter())
+    conv.register_unstructure_hook_factory(
+        lambda cls: cls in _OUR_TYPES, lambda cls: _unstructure_ours
+    )
+    conv.register_structure_hook_factory(
+        lambda cls: cls in _OUR_TYPES,
+        lambda cls: lambda obj, _cls: structure_params(_cls, obj),
+    )
+    return conv
+
+
+converter = _make_converter()
+
+
+def unstructure(obj: Any) -> Any:
+    """Wire form (camelCase dicts) of one of our types, or of a list of them."""
+    return converter.unstructure(obj)
