@@ -1,86 +1,56 @@
 """The ``terminal-registry`` command line.
 
-``run`` starts a real shell in a real PTY (with our shell integration) through a
-terminal registry, runs one command in it with its output streamed live, then
-prints the exit code, the working directory the command left the shell in, and the
-environment-details report an agent would show its model.  The CLI exits with the
-command's exit code.
+``serve`` runs the JSON-RPC server (``--stdio`` for an IDE, ``--socket PATH`` for
+any number of clients).  ``run``, ``env``, ``list``, ``kill`` and ``close`` are
+clients of a server: the one named by ``--socket`` or ``$TERMINAL_REGISTRY_SOCKET``,
+else a per-user background server on a default socket, started on first use (and
+said so), so that terminals persist from one CLI call to the next; ``stop`` ends
+it.  ``--json`` makes any command print machine-readable JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
+import signal
+import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
+from typing import Any
 
-from registry.config import Settings
-from registry.errors import TerminalRegistryError
-from registry.registry import PROVIDERS, RegistryListener, TerminalRegistry
-from registry.run import RunState, TerminalRun
-from registry.terminals.base import Terminal
+from .client import RegistryClient, RegistryError
 
+__all__ = ["default_socket_path", "main"]
 
-class _StreamOutput(RegistryListener):
-    """Copies a run's raw output to our stdout as it arrives."""
-
-    def __init__(self) -> None:
-        self._out = sys.stdout.buffer
-
-    def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
-        if run is not None:
-            self._out.write(data)
-            self._out.flush()
+SOCKET_VARIABLE = "TERMINAL_REGISTRY_SOCKET"
 
 
-def _exit_status(run: TerminalRun) -> int:
-    if run.exit_code is not None:
-        return run.exit_code & 0xFF
-    return 0 if run.state is RunState.COMPLETED else 1
+def default_socket_path() -> str:
+    """``$XDG_RUNTIME_DIR/terminal-registry/server.sock``, else one in the temp dir."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
+        base = os.path.join(runtime, "terminal-registry")
+    else:
+        uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+        base = os.path.join(tempfile.gettempdir(), f"terminal-registry-{uid}")
+    return os.path.join(base, "server.sock")
 
 
-async def _run(args: argparse.Namespace) -> int:
-    settings = Settings()
-    if args.shell:
-        settings.default_shell = args.shell
-    registry = TerminalRegistry(settings)
-    try:
-        registry.subscribe(_StreamOutput())
-        # Started in the background and then awaited, so that the report below shows
-        # the run the way an agent's model would see it.
-        run = await registry.run(
-            args.command,
-            cwd=args.cwd,
-            task_id=args.task,
-            provider=args.provider,
-            timeout=args.timeout,
-            background=True,
-        )
-        await run.wait()
-        terminal = registry.get(run.terminal_id)
-        if run.output and not run.output.endswith(b"\n"):
-            sys.stdout.write("\n")
-        sys.stdout.flush()
-        summary = [
-            f"exit code: {run.exit_code if run.exit_code is not None else 'unknown'}",
-            f"state: {run.state.value}",
-            f"cwd: {run.cwd}",
-            f"terminal: {terminal.id} ({terminal.provider}, {terminal.shell}, "
-            f"{terminal.integration.value} integration)",
-            f"duration: {run.duration * 1000:.0f} ms",
-        ]
-        if run.signal:
-            summary.insert(1, f"signal: {run.signal}")
-        if run.note:
-            summary.append(f"note: {run.note}")
-        print("\n".join(f"[terminal-registry] {line}" for line in summary), file=sys.stderr)
-        report = await registry.environment_details(args.task, cooldown_timeout=0)
-        print("[terminal-registry] environment details:", file=sys.stderr)
-        print(report.markdown or "(no terminal has output not yet seen)", file=sys.stderr)
-        return _exit_status(run)
-    finally:
-        await registry.close()
+def _pid_file(socket_path: str) -> str:
+    return socket_path + ".pid"
+
+
+def _write_pid_file(socket_path: str) -> None:
+    """Next to the socket, so that ``stop`` can find the server."""
+    with open(_pid_file(os.path.abspath(socket_path)), "w") as f:
+        f.write(str(os.getpid()))
+
+
+# -- serve -------------------------------------------------------------------------------
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -89,56 +59,369 @@ def _serve(args: argparse.Namespace) -> int:
     from .server import RegistryServer
 
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
+    if args.log_level.upper() != "DEBUG":
+        # pygls logs every answered error with a traceback; the client has the answer.
+        logging.getLogger("pygls").setLevel(logging.CRITICAL)
     if not args.stdio and not args.socket:
-        print("terminal-registry serve: give --stdio, --socket PATH or both", file=sys.stderr)
+        print("terminal-registry serve: give --stdio, --socket PATH, or both", file=sys.stderr)
         return 2
 
     async def serve() -> int:
-        return await RegistryServer().run(stdio=args.stdio, socket_path=args.socket)
+        server = RegistryServer()
+        if args.socket:
+            await server.serve_socket(args.socket)
+            _write_pid_file(args.socket)
+        if args.ready_fd is not None:
+            os.write(args.ready_fd, b"ready\n")
+            os.close(args.ready_fd)
+        try:
+            return await server.run(stdio=args.stdio, socket_path=None)
+        finally:
+            if args.socket:
+                with contextlib.suppress(OSError):
+                    os.unlink(_pid_file(os.path.abspath(args.socket)))
 
-    return asyncio.run(serve())
+    try:
+        return asyncio.run(serve())
+    except (OSError, PermissionError) as error:
+        print(f"terminal-registry serve: {error}", file=sys.stderr)
+        return 2
+
+
+# -- finding a server ----------------------------------------------------------------------
+
+
+def _server_path(args: argparse.Namespace) -> str:
+    """The socket to talk to, starting the per-user background server if needed."""
+    path: str | None = args.socket or os.environ.get(SOCKET_VARIABLE)
+    if path:
+        return path
+    path = default_socket_path()
+    if not _reachable(path):
+        _start_background_server(path)
+        print(
+            f"terminal-registry: started a background server on {path} "
+            "(terminals persist between calls; `terminal-registry stop` ends it)",
+            file=sys.stderr,
+        )
+    return path
+
+
+def _reachable(path: str) -> bool:
+    import socket
+
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def _start_background_server(path: str) -> None:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    read_end, write_end = os.pipe()
+    log = open(os.path.join(directory, "server.log"), "ab")  # noqa: SIM115 - handed to the child
+    try:
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "protocol.cli",
+                "serve",
+                "--socket",
+                path,
+                "--ready-fd",
+                str(write_end),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            pass_fds=(write_end,),
+            start_new_session=True,
+        )
+    finally:
+        os.close(write_end)
+        log.close()
+    # The server says "ready" once it listens; EOF without it means it failed.
+    with os.fdopen(read_end, "rb") as ready:
+        if not ready.readline().startswith(b"ready"):
+            raise SystemExit(
+                f"terminal-registry: the background server did not start; see "
+                f"{os.path.join(directory, 'server.log')}"
+            )
+
+
+def _stop(args: argparse.Namespace) -> int:
+    import psutil
+
+    path = args.socket or os.environ.get(SOCKET_VARIABLE) or default_socket_path()
+    try:
+        with open(_pid_file(os.path.abspath(path))) as f:
+            pid = int(f.read().strip())
+        proc = psutil.Process(pid)
+    except (OSError, ValueError, psutil.Error):
+        _emit(args, {"stopped": False, "socket": path}, f"no server running on {path}")
+        return 1
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except psutil.TimeoutExpired:
+        proc.kill()
+    _emit(args, {"stopped": True, "socket": path, "pid": pid}, f"stopped the server on {path}")
+    return 0
+
+
+# -- client commands -----------------------------------------------------------------------
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(text)
+
+
+async def _connect(args: argparse.Namespace) -> RegistryClient:
+    return await RegistryClient.connect(_server_path(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    try:
+        return await _run_with(client, args)
+    finally:
+        await client.close()
+
+
+async def _run_with(client: RegistryClient, args: argparse.Namespace) -> int:
+    """Start in the background and follow the notifications: output live, then the end.
+
+    Started in the background so that the run's output stays "not yet retrieved" for
+    ``terminal-registry env``, as it would for an agent's model.
+    """
+    out = sys.stdout.buffer
+    buffered: dict[int, list[str]] = {}
+    ended: dict[int, dict[str, Any]] = {}
+    mine: int | None = None
+    done = asyncio.Event()
+
+    def on_write(params: dict[str, Any]) -> None:
+        run_id = params.get("runId")
+        if run_id is None:
+            return
+        if mine is None:
+            buffered.setdefault(run_id, []).append(params["data"])
+        elif run_id == mine and not args.json:
+            out.write(params["data"].encode("utf-8"))
+            out.flush()
+
+    def on_end(params: dict[str, Any]) -> None:
+        ended[params["runId"]] = params
+        if params["runId"] == mine:
+            done.set()
+
+    client.on("terminal/didWrite", on_write)
+    client.on("terminal/didEndRun", on_end)
+    started = await client.run(
+        args.command,
+        cwd=os.path.abspath(args.cwd),
+        task_id=args.task,
+        provider=args.provider,
+        timeout=args.timeout,
+        background=True,
+    )
+    mine = started.run_id
+    if not args.json:
+        for chunk in buffered.pop(mine, []):
+            out.write(chunk.encode("utf-8"))
+        out.flush()
+    if mine in ended:
+        done.set()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(
+            signal.SIGINT, lambda: asyncio.ensure_future(client.kill(started.terminal_id))
+        )
+    await done.wait()
+    end = ended[mine]
+    terminal = await client.get(started.terminal_id)
+    code = end.get("exitCode")
+    summary = {
+        "runId": mine,
+        "terminalId": started.terminal_id,
+        "commandLine": started.command_line,
+        "state": end["state"],
+        "exitCode": code,
+        "signal": _signal_name(code),
+        "cwd": terminal.cwd,
+        "shell": terminal.shell,
+        "provider": terminal.provider,
+        "shellIntegration": terminal.shell_integration,
+        "note": started.note,
+    }
+    if args.json:
+        summary["output"] = await client.output(started.terminal_id)
+        print(json.dumps(summary, indent=2))
+    else:
+        lines = [
+            f"exit code: {code if code is not None else 'unknown'}"
+            + (f" ({summary['signal']})" if summary["signal"] else ""),
+            f"state: {end['state']}",
+            f"cwd: {terminal.cwd}",
+            f"terminal: {terminal.id} ({terminal.provider}, {terminal.shell}, "
+            f"{terminal.shell_integration} integration)",
+        ]
+        if started.note:
+            lines.append(f"note: {started.note}")
+        print("\n".join(f"[terminal-registry] {line}" for line in lines), file=sys.stderr)
+    if code is not None:
+        return int(code) & 0xFF
+    return 0 if end["state"] == "completed" else 1
+
+
+def _signal_name(code: int | None) -> str | None:
+    from registry.processes import signal_name
+
+    return signal_name(code)
+
+
+async def _env(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    try:
+        details = await client.environment_details(args.task, args.cooldown)
+    finally:
+        await client.close()
+    if args.json:
+        from .types import unstructure
+
+        print(
+            json.dumps(
+                {"markdown": details.markdown, "terminals": unstructure(details.terminals)},
+                indent=2,
+            )
+        )
+    else:
+        print(details.markdown or "(no terminal has output not yet seen)")
+    return 0
+
+
+async def _list(args: argparse.Namespace) -> int:
+    from .types import unstructure
+
+    client = await _connect(args)
+    try:
+        terminals = await client.list(args.task)
+    finally:
+        await client.close()
+    if args.json:
+        print(json.dumps(unstructure(terminals), indent=2))
+        return 0
+    if not terminals:
+        print("(no terminals)")
+    for t in terminals:
+        state = "busy" if t.busy else "idle"
+        if t.hot:
+            state += ",hot"
+        print(
+            f"{t.id:>4}  {t.provider:<10} {state:<9} {t.shell_integration:<5} "
+            f"task={t.task_id or '-':<12} {t.cwd}  {t.last_command or ''}"
+        )
+    return 0
+
+
+async def _terminal_action(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    try:
+        if args.subcommand == "kill":
+            await client.kill(args.terminal_id)
+        else:
+            await client.close_terminal(args.terminal_id)
+    finally:
+        await client.close()
+    verb = "killed the command in" if args.subcommand == "kill" else "closed"
+    _emit(
+        args,
+        {"terminalId": args.terminal_id, args.subcommand: True},
+        f"{verb} terminal {args.terminal_id}",
+    )
+    return 0
+
+
+# -- parsing -----------------------------------------------------------------------------
 
 
 def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--socket", help="server socket (default: $TERMINAL_REGISTRY_SOCKET)")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+
     parser = argparse.ArgumentParser(
         prog="terminal-registry",
         description="Own real shells in real PTYs for editors and agents.",
     )
     commands = parser.add_subparsers(dest="subcommand", required=True)
+
     serve = commands.add_parser("serve", help="serve the registry over JSON-RPC")
     serve.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout")
-    serve.add_argument("--socket", help="serve any number of clients on this Unix socket")
+    serve.add_argument("--socket", help="also serve any number of clients on this socket")
     serve.add_argument("--log-level", default="WARNING")
+    serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+
     run = commands.add_parser(
         "run",
-        help="run a command in a real terminal and report exit code and cwd",
-        description="Run COMMAND in a shell terminal; output streams live, then the "
-        "exit code and cwd are printed. Exits with the command's exit code.",
+        parents=[common],
+        help="run a command in a real terminal; print exit code and cwd",
+        description="Run COMMAND in a terminal of the server (output streams live), "
+        "then print the exit code and cwd. Exits with the command's exit code.",
     )
-    run.add_argument("--cwd", default=os.getcwd(), help="directory to start in")
-    run.add_argument("--shell", help="shell to use (default: $SHELL, else bash)")
     run.add_argument("--task", help="task id the terminal is bound to")
-    run.add_argument("--provider", choices=PROVIDERS, default="shell")
+    run.add_argument("--cwd", default=os.getcwd(), help="directory to run in")
+    run.add_argument("--provider", choices=("shell", "subprocess"), default="shell")
     run.add_argument("--timeout", type=float, help="seconds before the command is ended")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
+
+    env = commands.add_parser("env", parents=[common], help="print the environment details")
+    env.add_argument("--task", help="task id (default: every terminal)")
+    env.add_argument("--cooldown", type=float, help="seconds to wait for hot terminals")
+
+    lst = commands.add_parser("list", parents=[common], help="list the terminals")
+    lst.add_argument("--task", help="only this task's terminals")
+
+    for name, text in (("kill", "end a terminal's running command"), ("close", "close a terminal")):
+        action = commands.add_parser(name, parents=[common], help=text)
+        action.add_argument("terminal_id", type=int, metavar="ID")
+
+    commands.add_parser("stop", parents=[common], help="stop the background server")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.subcommand == "serve":
         return _serve(args)
+    if args.subcommand == "stop":
+        return _stop(args)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:
-            _parser().error("run needs a command after --")
+            parser.error("run needs a command after --")
         args.command = " ".join(words)
-        try:
-            return asyncio.run(_run(args))
-        except TerminalRegistryError as error:
-            print(f"terminal-registry: {error}", file=sys.stderr)
-            return 2
-    return 0
+    handlers = {"run": _run, "env": _env, "list": _list, "kill": _terminal_action}
+    handler = handlers.get(args.subcommand, _terminal_action)
+    try:
+        return asyncio.run(handler(args))
+    except RegistryError as error:
+        print(f"terminal-registry: {error.message} (error {error.code})", file=sys.stderr)
+        return 2
+    except (ConnectionError, FileNotFoundError) as error:
+        print(f"terminal-registry: cannot reach the server: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
