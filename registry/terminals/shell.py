@@ -520,7 +520,12 @@ class ShellTerminal(Terminal):
         else:
             self._spawn_task(self._drive_none(run, command))
         self._spawn_task(self._supervise(run, timeout, strategy))
-        await run.wait_started()
+        try:
+            await run.wait_started()
+        except asyncio.CancelledError:
+            # The caller gave up while the command was starting: it must not run on.
+            await asyncio.shield(self._interrupt(run, RunState.CANCELLED))
+            raise
         return run
 
     async def _wait_for_prompt(self) -> None:
