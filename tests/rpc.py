@@ -129,7 +129,8 @@ class StdioServer(RawPeer):
             stdout=asyncio.subprocess.PIPE,
             stderr=_server_log(),
         )
-        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout is not None
+        assert process.stdin is not None
         peer = cls(process.stdout, process.stdin)
         peer.process = process
         return peer
