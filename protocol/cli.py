@@ -22,7 +22,8 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from .client import RegistryClient, RegistryError
+from . import types as wire
+from .client import RegistryClient, RegistryError, UnknownTerminalError
 
 __all__ = ["default_socket_path", "main"]
 
@@ -225,8 +226,15 @@ async def _run_with(client: RegistryClient, args: argparse.Namespace) -> int:
         if params["runId"] == mine:
             done.set()
 
+    seen: dict[int, dict[str, Any]] = {}
+
+    def on_terminal(params: dict[str, Any]) -> None:
+        seen[params["id"]] = params
+
     client.on("terminal/didWrite", on_write)
     client.on("terminal/didEndRun", on_end)
+    client.on("terminal/didOpen", on_terminal)
+    client.on("terminal/didChange", on_terminal)
     started = await client.run(
         args.command,
         cwd=os.path.abspath(args.cwd),
@@ -249,7 +257,12 @@ async def _run_with(client: RegistryClient, args: argparse.Namespace) -> int:
         )
     await done.wait()
     end = ended[mine]
-    terminal = await client.get(started.terminal_id)
+    try:
+        terminal = await client.get(started.terminal_id)
+    except UnknownTerminalError:
+        # The command ended its shell (``exit``): the terminal is gone; its last
+        # reported state stands.
+        terminal = wire.converter.structure(seen[started.terminal_id], wire.TerminalInfo)
     code = end.get("exitCode")
     summary = {
         "runId": mine,

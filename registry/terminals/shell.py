@@ -43,7 +43,7 @@ from ..run import RunState, TerminalRun
 from ..shell import ShellLaunch, prepare_launch
 from .base import IntegrationState, Terminal
 
-__all__ = ["TERMINAL_TAG_VARIABLE", "ShellTerminal"]
+__all__ = ["INTERNAL_VARIABLES", "TERMINAL_TAG_VARIABLE", "ShellTerminal"]
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +87,23 @@ def _reset_signals() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
+#: Our own variables that must not leak from the server's environment into a
+#: terminal's (``TERMINAL_REGISTRY_SOCKET`` does pass: it is how agents find us).
+INTERNAL_VARIABLES = frozenset(
+    {
+        "TERMINAL_REGISTRY_NONCE",
+        "TERMINAL_REGISTRY_DIR",
+        "TERMINAL_REGISTRY_LOGIN",
+        "TERMINAL_REGISTRY_USER_ZDOTDIR",
+        "TERMINAL_REGISTRY_TERMINAL",
+        "TERMINAL_REGISTRY_RUN",
+    }
+)
+
+
 def _agent_environment(base: Mapping[str, str]) -> dict[str, str]:
     """The environment a terminal's shell starts with: the base plus agent defaults."""
-    env = {k: v for k, v in base.items() if not k.startswith("TERMINAL_REGISTRY_")}
+    env = {k: v for k, v in base.items() if k not in INTERNAL_VARIABLES}
     env["TERM"] = "xterm-256color"
     env["PAGER"] = "cat"
     env["GIT_PAGER"] = "cat"

@@ -34,6 +34,7 @@ from ..errors import InvalidCwdError, SpawnError, TerminalBusyError, TerminalClo
 from ..processes import descendants, end_processes, tagged_processes
 from ..run import RunState, TerminalRun
 from .base import IntegrationState, Terminal
+from .shell import INTERNAL_VARIABLES
 
 __all__ = ["RUN_TAG_VARIABLE", "SubprocessTerminal"]
 
@@ -110,7 +111,7 @@ class SubprocessTerminal(Terminal):
         if not os.path.isdir(cwd):
             reason = "does not exist" if not os.path.exists(cwd) else "is not a directory"
             raise InvalidCwdError(cwd, reason)
-        base = {k: v for k, v in os.environ.items() if not k.startswith("TERMINAL_REGISTRY_")}
+        base = {k: v for k, v in os.environ.items() if k not in INTERNAL_VARIABLES}
         base.update(env or {})
         base.update({"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"})
         return cls(terminal_id, cwd, settings, _posix_shell(shell or settings.default_shell), base)

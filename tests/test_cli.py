@@ -1,0 +1,108 @@
+"""The terminal-registry CLI, as a user runs it: real processes, real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "protocol.cli"]
+
+
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
+    )
+
+
+@pytest.fixture
+def runtime_dir(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """An environment whose default socket lives in a private temp dir; stopped after."""
+    runtime = tmp_path / "xdg"
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k != "TERMINAL_REGISTRY_SOCKET"}
+    env["XDG_RUNTIME_DIR"] = str(runtime)
+    yield env
+    cli("stop", env=env)
+
+
+def test_run_env_list_and_stop_through_the_background_server(
+    runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    first = cli(
+        "run",
+        "--task",
+        "t",
+        "--cwd",
+        str(tmp_path),
+        "--",
+        "mkdir -p d && cd d && echo made",
+        env=runtime_dir,
+    )
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "made\n"  # (text mode turned the terminal's CRLF into LF)
+    assert "started a background server" in first.stderr
+    assert f"cwd: {tmp_path}/d" in first.stderr
+    assert "exit code: 0" in first.stderr
+    # The terminal persisted: a second call reuses it, and says nothing about servers.
+    second = cli(
+        "run", "--task", "t", "--cwd", f"{tmp_path}/d", "--", "pwd; (exit 7)", env=runtime_dir
+    )
+    assert second.returncode == 7
+    assert "started a background server" not in second.stderr
+    env = cli("env", "--task", "t", env=runtime_dir)
+    assert env.returncode == 0
+    assert "Command: `mkdir -p d && cd d && echo made` (exit code 0)\nmade" in env.stdout
+    listed = json.loads(cli("list", "--json", env=runtime_dir).stdout)
+    assert len(listed) == 1
+    assert listed[0]["taskId"] == "t"
+    stop = cli("stop", env=runtime_dir)
+    assert stop.returncode == 0
+    assert "stopped" in stop.stdout
+    assert cli("stop", env=runtime_dir).returncode == 1  # nothing left to stop
+
+
+def test_json_output_and_exit_codes(runtime_dir: dict[str, str], tmp_path: Path) -> None:
+    result = cli(
+        "run",
+        "--json",
+        "--cwd",
+        str(tmp_path),
+        "--",
+        "echo out; bash -c 'kill -TERM $$'",
+        env=runtime_dir,
+    )
+    assert result.returncode == 143
+    data = json.loads(result.stdout)
+    assert data["exitCode"] == 143
+    assert data["signal"] == "SIGTERM"
+    assert data["cwd"] == str(tmp_path)
+    assert data["output"].startswith("out\n")
+
+
+def test_kill_and_close_by_id(runtime_dir: dict[str, str], tmp_path: Path) -> None:
+    cli("run", "--cwd", str(tmp_path), "--", "true", env=runtime_dir)
+    terminal_id = json.loads(cli("list", "--json", env=runtime_dir).stdout)[0]["id"]
+    assert cli("kill", str(terminal_id), env=runtime_dir).returncode == 0
+    closed = cli("close", "--json", str(terminal_id), env=runtime_dir)
+    assert json.loads(closed.stdout) == {"terminalId": terminal_id, "close": True}
+    missing = cli("close", str(terminal_id), env=runtime_dir)
+    assert missing.returncode == 2
+    assert "unknown terminal" in missing.stderr
+
+
+def test_explicit_socket_and_bad_input(runtime_dir: dict[str, str], tmp_path: Path) -> None:
+    nowhere = cli("list", "--socket", str(tmp_path / "none.sock"), env=runtime_dir)
+    assert nowhere.returncode == 2
+    assert "cannot reach the server" in nowhere.stderr
+    bad_cwd = cli("run", "--cwd", str(tmp_path / "missing"), "--", "true", env=runtime_dir)
+    assert bad_cwd.returncode == 2
+    assert "does not exist" in bad_cwd.stderr
+    assert cli("run", env=runtime_dir).returncode == 2  # no command
