@@ -426,3 +426,40 @@ async def test_lowercase_header_and_lf_line_ends_are_accepted(server: StdioServe
     body = b'{"jsonrpc": "2.0", "id": 4343, "method": "terminal/list"}'
     server.send_raw(b"content-length: %d\n\n" % len(body) + body)
     assert isinstance((await server.response(4343))["result"], list)
+
+
+async def test_params_keys_are_kept_as_sent(server: StdioServer, tmp_path: Path) -> None:
+    # pygls would turn params into namedtuples, renaming keys that are not
+    # identifiers; ours stay a dict, so the bad key is seen and named.
+    error = await server.error(
+        "terminal/run", {"command": "true", "cwd": str(tmp_path), "env": {"NOT-AN-ID": "x"}}
+    )
+    assert error["code"] == -32602
+    assert "NOT-AN-ID" in error["message"]
+    result = await server.call(
+        "terminal/run",
+        {"command": 'echo "$GOOD_NAME"', "cwd": str(tmp_path), "env": {"GOOD_NAME": "kept"}},
+    )
+    assert result["output"] == "kept\n"
+
+
+async def test_stdout_of_the_server_is_not_the_protocol_stream(server: StdioServer) -> None:
+    # A stray print (or a child inheriting fd 1) must not corrupt the stream: fd 1
+    # of the server process now points where stderr does, and fd 0 at /dev/null.
+    pid = server.process.pid
+    assert os.readlink(f"/proc/{pid}/fd/1") == os.readlink(f"/proc/{pid}/fd/2")
+    assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
+
+
+async def test_work_done_progress_cancel_interrupts_the_run(
+    server: StdioServer, tmp_path: Path
+) -> None:
+    msg_id = server.request(
+        "terminal/run",
+        {"command": "sleep 120", "cwd": str(tmp_path), "workDoneToken": "tok-cancel"},
+    )
+    await server.notification("$/progress", token="tok-cancel")
+    server.notify("window/workDoneProgress/cancel", {"token": "tok-cancel"})
+    reply = await server.response(msg_id)
+    assert reply["result"]["state"] == "cancelled"
+    assert reply["result"]["signal"] == "SIGINT"
