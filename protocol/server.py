@@ -171,12 +171,23 @@ class RegistryProtocol(LanguageServerProtocol):
             return
         self.handle_message(message)
 
+    # -- writing ------------------------------------------------------------------
+    # Messages whose payload is already plain JSON (all of ours) go out as dicts:
+    # pygls would wrap them in attrs classes and have cattrs walk every value back.
+
+    def notify(self, method: str, params: Any | None = None) -> None:
+        self._send_data({"method": method, "jsonrpc": "2.0", "params": params})
+
     def _reply_error(self, msg_id: Any, code: int, message: str) -> None:
         self._send_response(msg_id, error=lsp.ResponseError(code=code, message=message))
 
     def _send_response(
         self, msg_id: Any, result: Any | None = None, error: lsp.ResponseError | None = None
     ) -> None:
+        if error is None and _is_plain(result):
+            self._result_types.pop(msg_id, None)
+            self._send_data({"id": msg_id, "jsonrpc": "2.0", "result": result})
+            return
         if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
             # pygls attaches the server's traceback (file paths and all): not for clients.
             error = lsp.ResponseError(code=error.code, message=error.message)
@@ -512,6 +523,11 @@ class _WriteCoalescer:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _is_plain(value: Any) -> bool:
+    """JSON-ready already: None, a primitive, or a dict or list (ours build those)."""
+    return value is None or isinstance(value, (dict, list, str, int, float, bool))
 
 
 def _params_error(data: dict[str, Any], error: JsonRpcException) -> str:

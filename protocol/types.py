@@ -9,6 +9,7 @@ types strictly and names the offending field (``timeoutMs must be an integer``).
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -46,6 +47,7 @@ __all__ = [
 T = TypeVar("T")
 
 
+@functools.cache
 def camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
@@ -286,32 +288,43 @@ def _kind(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[str, str, Any, bool], ...]:
+    """(name, wire name, annotation, required) per field: computed once per class."""
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        (field.name, camel(field.name), hints[field.name], field.default is attrs.NOTHING)
+        for field in attrs.fields(cls)
+    )
+
+
 def structure_params(cls: type[T], params: Any) -> T:
     """Build ``cls`` from wire params, strictly; JsonRpcInvalidParams names the field."""
     if params is None:
         params = {}
     if not isinstance(params, Mapping):
         raise JsonRpcInvalidParams(f"params must be an object, got {_kind(params)}")
-    hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
-    for field in attrs.fields(cls):  # type: ignore[arg-type]
-        wire = camel(field.name)
+    for name, wire, annotation, required in _fields(cls):
         if wire not in params:
-            if field.default is attrs.NOTHING:
+            if required:
                 raise JsonRpcInvalidParams(f"missing required field {wire!r}")
             continue
-        values[field.name] = _check(params[wire], hints[field.name], wire)
+        values[name] = _check(params[wire], annotation, wire)
     return cls(**values)
+
+
+_PLAIN = (str, int, float, bool, type(None))
 
 
 def _unstructure_ours(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cls = type(obj)
-    for field in attrs.fields(cls):
-        value = getattr(obj, field.name)
-        if value is None and (cls, field.name) in _OMIT_IF_NONE:
+    for name, wire, _annotation, _required in _fields(cls):
+        value = getattr(obj, name)
+        if value is None and (cls, name) in _OMIT_IF_NONE:
             continue
-        out[camel(field.name)] = converter.unstructure(value)
+        out[wire] = value if isinstance(value, _PLAIN) else converter.unstructure(value)
     return out
 
 

@@ -23,8 +23,8 @@ _COMPLETE = re.compile(
     r"|complete(?:d|s)?|done|stop(?:ped|s)?|exit(?:ed|s)?|terminated?|error|fail(?:ed|s|ure)?)\b",
     re.I,
 )
-#: How much recent text is kept for the build-word scan (characters).
-_WINDOW = 2048
+#: Characters of earlier text kept so that a word split across reads is found.
+_CARRY = 24
 
 
 class HotTracker:
@@ -44,12 +44,20 @@ class HotTracker:
         self._compiling = False
 
     def feed(self, text: str) -> None:
-        """Note output (decoded text) arriving now."""
+        """Note output (decoded text) arriving now.
+
+        Only the new text is scanned (with a few characters of the previous text, so
+        a word split between two reads is still whole): cost per read, not per
+        window.
+        """
         if not text:
             return
         self._last_output = self._clock()
-        self._recent = (self._recent + text)[-_WINDOW:]
-        self._compiling = _looks_like_build(self._recent)
+        window = self._recent + text
+        state = _build_state(window)
+        if state is not None:
+            self._compiling = state
+        self._recent = window[-_CARRY:]
 
     def reset(self) -> None:
         """A new command starts: earlier build words no longer count."""
@@ -75,11 +83,17 @@ class HotTracker:
         return max(0.0, self._last_output + window - self._clock())
 
 
-def _looks_like_build(text: str) -> bool:
-    """A build word whose last occurrence is not followed by a completion word."""
-    last_build = None
-    for last_build in _BUILD.finditer(text):  # noqa: B007 - we want the last match
-        pass
-    if last_build is None:
-        return False
-    return _COMPLETE.search(text, last_build.end()) is None
+def _build_state(text: str) -> bool | None:
+    """True if ``text`` ends mid-build, False if it ends on a completion, else None.
+
+    Whichever of a build word or a completion word comes last decides; text with
+    neither leaves the state as it was.
+    """
+    last_build = last_done = -1
+    for match in _BUILD.finditer(text):
+        last_build = match.start()
+    for match in _COMPLETE.finditer(text):
+        last_done = match.start()
+    if last_build < 0 and last_done < 0:
+        return None
+    return last_build > last_done

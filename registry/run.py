@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from enum import StrEnum
 from typing import Any
 
@@ -70,6 +70,8 @@ class TerminalRun:
         loop = asyncio.get_running_loop()
         self._done: asyncio.Future[TerminalRun] = loop.create_future()
         self._started: asyncio.Future[None] = loop.create_future()
+        # Resolved when the command starts or the run ends, whichever is first.
+        self._start_settled: asyncio.Future[None] = loop.create_future()
 
     # -- output ------------------------------------------------------------------
 
@@ -127,14 +129,17 @@ class TerminalRun:
     def mark_started(self) -> None:
         if not self._started.done():
             self._started.set_result(None)
+        if not self._start_settled.done():
+            self._start_settled.set_result(None)
 
     async def wait_started(self) -> None:
         """Return once the command has started or the run has ended."""
-        if self._started.done() or self._done.done():
-            return
-        started: asyncio.Future[Any] = asyncio.shield(self._started)
-        done: asyncio.Future[Any] = asyncio.shield(self._done)
-        await asyncio.wait([started, done], return_when=asyncio.FIRST_COMPLETED)
+        if not self._start_settled.done():
+            await asyncio.shield(self._start_settled)
+
+    def add_done_callback(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` when the run ends (at once if it has)."""
+        self._done.add_done_callback(lambda _: callback())
 
     # -- result ------------------------------------------------------------------
 
@@ -172,6 +177,8 @@ class TerminalRun:
             self.note = note
         self.ended_at = time.time()
         self._ended_mono = time.monotonic()
+        if not self._start_settled.done():
+            self._start_settled.set_result(None)
         self._done.set_result(self)
         return True
 

@@ -28,6 +28,18 @@ def _script(name: str) -> Path:
     return Path(str(resources.files("registry.shell") / "scripts" / name))
 
 
+def _scratch_root() -> str | None:
+    """A memory-backed directory for the per-terminal files when there is one.
+
+    bash touches a file there on every command (the command line for ``E``); on a
+    tmpfs that costs a fraction of what it does on a disk.
+    """
+    for candidate in (os.environ.get("XDG_RUNTIME_DIR"), "/dev/shm"):
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return None  # the system's temp dir
+
+
 def shell_kind(shell: str) -> str | None:
     """``bash``, ``zsh`` or ``fish`` from a shell path; None for any other shell."""
     name = os.path.basename(shell)
@@ -84,7 +96,7 @@ def prepare_launch(
             argv = [shell, "--no-config", "-i"]
         return ShellLaunch(shell, argv, env, kind, integrated=False)
 
-    temp_dir = tempfile.mkdtemp(prefix="terminal-registry-")
+    temp_dir = tempfile.mkdtemp(prefix="terminal-registry-", dir=_scratch_root())
     os.chmod(temp_dir, 0o700)
     env["TERMINAL_REGISTRY_NONCE"] = nonce
     env["TERMINAL_REGISTRY_DIR"] = temp_dir

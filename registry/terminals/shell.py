@@ -529,11 +529,21 @@ class ShellTerminal(Terminal):
         finally:
             self._submitting = False
         timeout = timeout if timeout is not None else self._settings.command_timeout
+        # Timers, not a supervising task per run: the common run pays for nothing.
+        timers: list[asyncio.TimerHandle] = []
         if strategy is IntegrationState.RICH:
             self._submit_rich(run, command)
+            timers.append(
+                self._loop.call_later(
+                    self._settings.command_start_timeout, self._start_overdue, run
+                )
+            )
         else:
             self._spawn_task(self._drive_none(run, command))
-        self._spawn_task(self._supervise(run, timeout, strategy))
+        if timeout is not None:
+            timers.append(self._loop.call_later(timeout, self._timed_out, run))
+        if timers:
+            run.add_done_callback(lambda: [timer.cancel() for timer in timers])
         try:
             await run.wait_started()
         except asyncio.CancelledError:
@@ -661,24 +671,14 @@ class ShellTerminal(Terminal):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._output_event.wait(), wake - now)
 
-    async def _supervise(
-        self, run: TerminalRun, timeout: float | None, strategy: IntegrationState
-    ) -> None:
-        """Bound the wait for the command to start, then the command itself."""
-        begun = time.monotonic()
-        if strategy is IntegrationState.RICH:
-            try:
-                await asyncio.wait_for(run.wait_started(), self._settings.command_start_timeout)
-            except TimeoutError:
-                if not run.done and not run.started and self._phase is Phase.SUBMITTED:
-                    self._no_start(run)
-        if timeout is None or run.done:
-            return
-        remaining = max(0.0, timeout - (time.monotonic() - begun))
-        try:
-            await asyncio.wait_for(run.wait(), remaining)
-        except TimeoutError:
-            await self._interrupt(run, RunState.TIMED_OUT)
+    def _start_overdue(self, run: TerminalRun) -> None:
+        """``command_start_timeout`` after submitting: has the command shown up?"""
+        if not run.done and not run.started and self._phase is Phase.SUBMITTED:
+            self._no_start(run)
+
+    def _timed_out(self, run: TerminalRun) -> None:
+        if not run.done:
+            self._spawn_task(self._interrupt(run, RunState.TIMED_OUT))
 
     def _no_start(self, run: TerminalRun) -> None:
         """No C and no prompt after submitting: decide from the processes."""

@@ -95,12 +95,15 @@ __tr_preexec() {
 __tr_precmd() {
   local status="$?"
   __tr_armed=""
+  __tr_escape "$PWD"
   if [[ -n "$__tr_running" ]]; then
     __tr_running=""
-    __tr_osc "D;$status"
+    # D and P in one write: one wake-up of the terminal instead of two.
+    builtin printf '\e]633;D;%s;%s\a\e]633;P;Cwd=%s;%s\a' \
+      "$status" "$__tr_nonce" "$__tr_escaped" "$__tr_nonce"
+  else
+    __tr_osc "P;Cwd=$__tr_escaped"
   fi
-  __tr_escape "$PWD"
-  __tr_osc "P;Cwd=$__tr_escaped"
   return "$status"
 }
 
