@@ -288,8 +288,18 @@ def _kind(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-@functools.cache
 def _fields(cls: type) -> tuple[tuple[str, str, Any, bool], ...]:
+    """(name, wire name, annotation, required) per field: computed once per class."""
+    cached = _FIELDS.get(cls)
+    if cached is None:
+        cached = _FIELDS[cls] = _compute_fields(cls)
+    return cached
+
+
+_FIELDS: dict[type, tuple[tuple[str, str, Any, bool], ...]] = {}
+
+
+def _compute_fields(cls: type) -> tuple[tuple[str, str, Any, bool], ...]:
     """(name, wire name, annotation, required) per field: computed once per class."""
     hints = typing.get_type_hints(cls)
     return tuple(

@@ -543,7 +543,7 @@ class ShellTerminal(Terminal):
         if timeout is not None:
             timers.append(self._loop.call_later(timeout, self._timed_out, run))
         if timers:
-            run.add_done_callback(lambda: [timer.cancel() for timer in timers])
+            run.add_done_callback(lambda: _cancel_all(timers))
         try:
             await run.wait_started()
         except asyncio.CancelledError:
@@ -865,6 +865,11 @@ class ShellTerminal(Terminal):
         await asyncio.shield(self._finalizing)
         for task in list(self._tasks):
             task.cancel()
+
+
+def _cancel_all(timers: list[asyncio.TimerHandle]) -> None:
+    for timer in timers:
+        timer.cancel()
 
 
 def _process(pid: int) -> psutil.Process | None:
