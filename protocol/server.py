@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -177,6 +178,24 @@ class RegistryProtocol(LanguageServerProtocol):
 
     def notify(self, method: str, params: Any | None = None) -> None:
         self._send_data({"method": method, "jsonrpc": "2.0", "params": params})
+
+    def handle_message(self, message: Any) -> None:
+        """pygls's dispatch, minus its runtime-checkable Protocol ``isinstance`` tests.
+
+        Our reader already knows what each message is (it built it), and those
+        checks were the single largest cost of a small request.
+        """
+        ctx = contextvars.copy_context()
+        if isinstance(message, JsonRPCRequestMessage) or (
+            hasattr(message, "id") and hasattr(message, "method")
+        ):
+            ctx.run(self._handle_request, message.id, message.method, message.params)
+        elif hasattr(message, "method"):
+            ctx.run(self._handle_notification, message.method, message.params)
+        elif hasattr(message, "error"):
+            ctx.run(self._handle_response, message.id, None, message.error)
+        else:
+            ctx.run(self._handle_response, message.id, message.result)
 
     def _reply_error(self, msg_id: Any, code: int, message: str) -> None:
         self._send_response(msg_id, error=lsp.ResponseError(code=code, message=message))
@@ -475,7 +494,8 @@ class RegistryServer(RegistryListener):
         self._writes.add(terminal.id, run.id if run is not None else None, data)
 
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
-        self._writes.flush(terminal.id)
+        # No flush here: output without a run (prompt, echo) may keep gathering; the
+        # run's own output starts a new didWrite anyway (its runId differs).
         params = wire.DidStartRunParams(terminal.id, run.id, run.command_line)
         self.broadcast("terminal/didStartRun", wire.unstructure(params))
 

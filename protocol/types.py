@@ -355,4 +355,6 @@ converter = _make_converter()
 
 def unstructure(obj: Any) -> Any:
     """Wire form (camelCase dicts) of one of our types, or of a list of them."""
+    if type(obj) in _OUR_TYPES:  # the common case, without cattrs's dispatch
+        return _unstructure_ours(obj)
     return converter.unstructure(obj)

@@ -11,17 +11,27 @@ The clock is injectable so tests can move time instead of sleeping through it.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 
 __all__ = ["HotTracker"]
 
-_BUILD = re.compile(r"\b(?:compiling|building|bundling|transpiling|generating|starting)\b", re.I)
-_COMPLETE = re.compile(
-    r"\b(?:compiled|success(?:ful(?:ly)?)?|succeed(?:ed|s)?|finish(?:ed|es)?"
-    r"|complete(?:d|s)?|done|stop(?:ped|s)?|exit(?:ed|s)?|terminated?|error|fail(?:ed|s|ure)?)\b",
-    re.I,
+_BUILD_WORDS = frozenset(
+    {"compiling", "building", "bundling", "transpiling", "generating", "starting"}
+)
+_COMPLETION_WORDS = frozenset(
+    {
+        *("compiled", "success", "successful", "successfully", "succeed", "succeeded"),
+        *("succeeds", "finish", "finished", "finishes", "complete", "completed"),
+        *("completes", "done", "stop", "stopped", "stops", "exit", "exited", "exits"),
+        *("terminate", "terminated", "error", "fail", "failed", "fails", "failure"),
+    }
+)
+#: Stems to search for; the whole word around a hit is then checked against the sets.
+_BUILD_STEMS = ("compiling", "building", "bundling", "transpiling", "generating", "starting")
+_COMPLETION_STEMS = (
+    *("compiled", "succe", "finish", "complete", "done"),
+    *("stop", "exit", "terminate", "error", "fail"),
 )
 #: Characters of earlier text kept so that a word split across reads is found.
 _CARRY = 24
@@ -87,13 +97,33 @@ def _build_state(text: str) -> bool | None:
     """True if ``text`` ends mid-build, False if it ends on a completion, else None.
 
     Whichever of a build word or a completion word comes last decides; text with
-    neither leaves the state as it was.
+    neither leaves the state as it was.  This runs on every read of output, so it is
+    a handful of ``str.rfind`` calls (C speed) rather than a regular expression that
+    would try every alternative at every position.
     """
-    last_build = last_done = -1
-    for match in _BUILD.finditer(text):
-        last_build = match.start()
-    for match in _COMPLETE.finditer(text):
-        last_done = match.start()
+    lower = text.lower()
+    last_build = _last_word(lower, _BUILD_STEMS, _BUILD_WORDS) if "ing" in lower else -1
+    last_done = _last_word(lower, _COMPLETION_STEMS, _COMPLETION_WORDS)
     if last_build < 0 and last_done < 0:
         return None
     return last_build > last_done
+
+
+def _last_word(text: str, stems: tuple[str, ...], words: frozenset[str]) -> int:
+    """Start of the last whole word of ``words`` in ``text`` (found by its stem); -1."""
+    best = -1
+    for stem in stems:
+        end = len(text)
+        while True:
+            at = text.rfind(stem, best + 1, end)
+            if at < 0:
+                break
+            if at == 0 or not text[at - 1].isalnum():
+                after = at + len(stem)
+                while after < len(text) and text[after].isalpha():
+                    after += 1
+                if text[at:after] in words and (after == len(text) or not text[after].isdigit()):
+                    best = at
+                    break
+            end = at + len(stem) - 1
+    return best

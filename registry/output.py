@@ -271,9 +271,40 @@ def compress_terminal_output(
     With ``compress_progress_bar`` off, carriage returns and backspaces are left
     alone except that ``\\r\\n`` line ends become ``\\n``.
     """
+    if char_limit and len(text) > _HUGE_FACTOR * char_limit:
+        return _compress_huge(text, char_limit, compress_progress_bar)
+    return truncate_output(_clean(text, compress_progress_bar), line_limit, char_limit)
+
+
+#: Text this many times the character limit is cleaned only where it will be kept.
+_HUGE_FACTOR = 8
+
+
+def _clean(text: str, compress_progress_bar: bool) -> str:
     text = strip_escape_sequences(text)
     if compress_progress_bar:
         text = process_backspaces(process_carriage_returns(text))
     else:
         text = text.replace("\r\n", "\n")
-    return truncate_output(apply_run_length_encoding(text), line_limit, char_limit)
+    return apply_run_length_encoding(text)
+
+
+def _compress_huge(text: str, char_limit: int, compress_progress_bar: bool) -> str:
+    """The pipeline on the parts that survive truncation, not on megabytes.
+
+    Only the head (20 %) and tail (80 %) of the character budget are kept, so only
+    generous windows at both ends -- cut at line ends, so overwrites and repeats
+    within a line are handled as in the whole text -- go through the pipeline.  The
+    omitted count is then of the raw characters left out.
+    """
+    head_budget = int(char_limit * 0.2)
+    tail_budget = char_limit - head_budget
+    head_raw = text[: 4 * char_limit]
+    head_raw = head_raw[: head_raw.rfind("\n") + 1] or head_raw
+    tail_raw = text[-8 * char_limit :]
+    tail_raw = tail_raw[tail_raw.find("\n") + 1 :] or tail_raw
+    head = _clean(head_raw, compress_progress_bar)[:head_budget]
+    tail = _clean(tail_raw, compress_progress_bar)
+    tail = tail[-tail_budget:] if tail_budget else ""
+    omitted = len(text) - len(head) - len(tail)
+    return f"{head}\n[...{omitted} characters omitted...]\n{tail}"

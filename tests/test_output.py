@@ -151,3 +151,15 @@ def test_bounded_buffer_keeps_head_and_tail(chunks: list[bytes], cap: int) -> No
         assert value.startswith(whole[:head])
         assert whole.endswith(value[head:])
         assert buffer.dropped >= len(whole) - cap
+
+
+def test_huge_output_is_cleaned_only_where_it_is_kept() -> None:
+    lines = [f"line {i}\r\n" for i in range(300_000)]
+    text = "".join(lines).replace("line 5\r\n", "10%\r50%\r100%\r\n")
+    out = compress_terminal_output(text, line_limit=500, char_limit=1000)
+    head, _, tail = out.partition("\n[...")
+    assert head.startswith("line 0\nline 1\nline 2\nline 3\nline 4\n100%\nline 6")
+    assert len(head) == 200
+    assert tail.endswith("line 299999\n")
+    omitted = int(tail.split(" characters omitted")[0])
+    assert omitted == len(text) - 200 - 800

@@ -713,9 +713,16 @@ class ShellTerminal(Terminal):
             await asyncio.wait_for(run.wait(), grace)
         if not run.done:
             procs = foreground_processes(self._fd, shell_pid)
-            await end_processes(procs, grace, signals=(signal.SIGTERM,))
+            if procs:
+                await end_processes(procs, grace, signals=(signal.SIGTERM,))
+                waited = grace
+            else:
+                # The shell runs it itself (a builtin loop): only SIGINT reaches it
+                # without ending the shell. Ask again and give it longer.
+                self._send_interrupt(shell_pid)
+                waited = 3 * grace
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(run.wait(), grace)
+                await asyncio.wait_for(run.wait(), waited)
         if not run.done:
             # The shell itself does not come back: the terminal cannot be trusted.
             log.warning("terminal %s: shell did not return after kill; closing", self.id)
