@@ -170,7 +170,11 @@ def register_handlers(ls: RegistryLanguageServer) -> None:
         p = wire.structure_params(wire.ReplayParams, params)
         if p.max_bytes is not None and p.max_bytes < 0:
             raise ValueError("maxBytes must not be negative")
-        data = registry.get(p.terminal_id).replay(p.max_bytes)
+        terminal = registry.get(p.terminal_id)
+        # didWrite still gathering is sent first: everything in the replay was then
+        # already sent, and every didWrite after this answer is new to a mirror.
+        hub.flush_writes(p.terminal_id)
+        data = terminal.replay(p.max_bytes)
         return wire.unstructure(wire.ReplayResult(data.decode("utf-8", "replace")))
 
     @feature("terminal/release")

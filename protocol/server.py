@@ -460,6 +460,10 @@ class RegistryServer(RegistryListener):
 
     # -- notifications --------------------------------------------------------------
 
+    def flush_writes(self, terminal_id: int) -> None:
+        """Send a terminal's gathered didWrite now (before a replay answer)."""
+        self._writes.flush(terminal_id)
+
     def broadcast(self, method: str, params: Any) -> None:
         for connection in list(self.connections):
             connection.notify(method, params)
