@@ -24,6 +24,7 @@ from typing import Any
 
 from . import types as wire
 from .client import RegistryClient, RegistryError, UnknownTerminalError
+from .transport import socket_accepts
 
 __all__ = ["default_socket_path", "main"]
 
@@ -98,7 +99,7 @@ def _server_path(args: argparse.Namespace) -> str:
     if path:
         return path
     path = default_socket_path()
-    if not _reachable(path):
+    if not socket_accepts(path):
         _start_background_server(path)
         print(
             f"terminal-registry: started a background server on {path} "
@@ -106,19 +107,6 @@ def _server_path(args: argparse.Namespace) -> str:
             file=sys.stderr,
         )
     return path
-
-
-def _reachable(path: str) -> bool:
-    import socket
-
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(path)
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
 
 
 def _start_background_server(path: str) -> None:

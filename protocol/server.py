@@ -63,7 +63,7 @@ from registry.terminals.base import Terminal
 from . import types as wire
 from .errors import INVALID_REQUEST, PARSE_ERROR
 from .options import apply_options
-from .transport import FramingError, MessageFramer, StreamWriterAdapter
+from .transport import FramingError, MessageFramer, StreamWriterAdapter, socket_accepts
 
 __all__ = ["PROTOCOL_VERSION", "SERVER_NAME", "Connection", "RegistryServer"]
 
@@ -410,7 +410,7 @@ class RegistryServer(RegistryListener):
         path = os.path.abspath(path)
         _check_socket_directory(os.path.dirname(path))
         if os.path.exists(path):
-            if _socket_in_use(path):
+            if socket_accepts(path):
                 raise OSError(f"socket {path} is in use by another server")
             os.unlink(path)
         self._socket_server = await asyncio.start_unix_server(self._accept, path)
@@ -588,17 +588,6 @@ def _check_socket_directory(directory: str) -> None:
             f"socket directory {directory} is open to other users "
             f"(mode {stat.S_IMODE(info.st_mode):o}); it must be 0700"
         )
-
-
-def _socket_in_use(path: str) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(path)
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
 
 
 def _peer_uid(sock: socket.socket | None) -> int | None:

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 from dataclasses import dataclass
 
-__all__ = ["FramingError", "MessageFramer", "StreamWriterAdapter"]
+__all__ = ["FramingError", "MessageFramer", "StreamWriterAdapter", "socket_accepts"]
 
 # A Content-Length line with its raw line end. Raw CR/LF never occur inside a JSON
 # string, so this cannot match inside a well-formed body's text.
@@ -186,3 +187,15 @@ class StreamWriterAdapter:
     @property
     def buffered(self) -> int:
         return self._transport.get_write_buffer_size() + sum(map(len, self._chunks))
+
+
+def socket_accepts(path: str) -> bool:
+    """Whether a server listens on the Unix socket at ``path`` (a connect probe)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True

@@ -34,6 +34,7 @@ from .config import Settings
 from .environment import EnvironmentReport, build_report
 from .errors import InvalidCwdError, UnknownTerminalError
 from .hot import HotTracker
+from .listeners import Listeners
 from .run import TerminalRun
 from .terminals.base import IntegrationState, Terminal, TerminalListener
 from .terminals.shell import ShellTerminal
@@ -95,24 +96,19 @@ class TerminalRegistry:
         #: Closed terminals whose output has not been reported yet (once).
         self._closed_unread: dict[int, TerminalEntry] = {}
         self._ids = itertools.count(1)
-        self._listeners: list[RegistryListener] = []
+        self._listeners: Listeners[RegistryListener] = Listeners()
         self._closing = False
 
     # -- observers ----------------------------------------------------------------
 
     def subscribe(self, listener: RegistryListener) -> None:
-        self._listeners.append(listener)
+        self._listeners.add(listener)
 
     def unsubscribe(self, listener: RegistryListener) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
+        self._listeners.remove(listener)
 
     def _emit(self, event: str, *args: object) -> None:
-        for listener in list(self._listeners):
-            try:
-                getattr(listener, event)(*args)
-            except Exception:
-                log.exception("registry listener %s failed on %s", listener, event)
+        self._listeners.emit(event, *args)
 
     # -- lookup -------------------------------------------------------------------
 

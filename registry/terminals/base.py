@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
-import logging
 from collections.abc import Mapping
 from enum import StrEnum
 
+from ..errors import TerminalBusyError, TerminalClosedError
+from ..listeners import Listeners
 from ..output import BoundedBuffer
 from ..run import TerminalRun
 
 __all__ = ["IntegrationState", "Terminal", "TerminalListener"]
-
-log = logging.getLogger(__name__)
 
 
 class IntegrationState(StrEnum):
@@ -61,7 +59,7 @@ class Terminal(abc.ABC):
         self.id = terminal_id
         self._cwd = cwd
         self._closed = False
-        self._listeners: list[TerminalListener] = []
+        self._listeners: Listeners[TerminalListener] = Listeners()
         self._replay = BoundedBuffer(replay_cap, head_share=0.0)
         self.current_run: TerminalRun | None = None
         self.last_run: TerminalRun | None = None
@@ -138,6 +136,13 @@ class Terminal(abc.ABC):
     async def close(self) -> None:
         """End the terminal and every process it started."""
 
+    def _check_can_start(self) -> None:
+        """A new command needs an open terminal with nothing running in it."""
+        if self._closed:
+            raise TerminalClosedError(f"terminal {self.id} is closed")
+        if self.busy:
+            raise TerminalBusyError(f"terminal {self.id} is running a command")
+
     async def wait_closed(self) -> None:
         await self._closed_event.wait()
 
@@ -150,18 +155,13 @@ class Terminal(abc.ABC):
     # -- observers ----------------------------------------------------------------
 
     def subscribe(self, listener: TerminalListener) -> None:
-        self._listeners.append(listener)
+        self._listeners.add(listener)
 
     def unsubscribe(self, listener: TerminalListener) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
+        self._listeners.remove(listener)
 
     def _notify(self, event: str, *args: object) -> None:
-        for listener in list(self._listeners):
-            try:
-                getattr(listener, event)(self, *args)
-            except Exception:
-                log.exception("terminal listener %s failed on %s", listener, event)
+        self._listeners.emit(event, self, *args)
 
     def _set_cwd(self, cwd: str) -> None:
         if cwd and cwd != self._cwd:

@@ -35,7 +35,7 @@ import pexpect
 import psutil
 
 from ..config import Settings
-from ..errors import InvalidCwdError, SpawnError, TerminalBusyError, TerminalClosedError
+from ..errors import InvalidCwdError, SpawnError, TerminalClosedError
 from ..markers import Marker, MarkerParser
 from ..output import strip_escape_sequences
 from ..processes import descendants, end_processes, foreground_processes, tagged_processes
@@ -511,10 +511,7 @@ class ShellTerminal(Terminal):
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
     ) -> TerminalRun:
-        if self._closed:
-            raise TerminalClosedError(f"terminal {self.id} is closed")
-        if self.busy:
-            raise TerminalBusyError(f"terminal {self.id} is running a command")
+        self._check_can_start()
         self._submitting = True
         try:
             strategy = await self.ready()

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 import psutil
 
 from ..config import Settings
-from ..errors import InvalidCwdError, SpawnError, TerminalBusyError, TerminalClosedError
+from ..errors import InvalidCwdError, SpawnError, TerminalClosedError
 from ..processes import descendants, end_processes, tagged_processes
 from ..run import RunState, TerminalRun
 from .base import IntegrationState, Terminal
@@ -145,10 +145,7 @@ class SubprocessTerminal(Terminal):
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
     ) -> TerminalRun:
-        if self._closed:
-            raise TerminalClosedError(f"terminal {self.id} is closed")
-        if self.busy:
-            raise TerminalBusyError(f"terminal {self.id} is running a command")
+        self._check_can_start()
         run = TerminalRun(self.id, command, self._settings.run_output_cap, separate_streams=True)
         run.note = _STDIN_NOTE
         state_file = os.path.join(self._state_dir, f"run-{run.id}")
