@@ -275,7 +275,7 @@ class RegistryClient:
     async def acquire(
         self, cwd: str, task_id: str | None = None, provider: str = "shell"
     ) -> wire.TerminalInfo:
-        params = {"cwd": cwd, "taskId": task_id, "provider": provider}
+        params = {"cwd": os.path.abspath(cwd), "taskId": task_id, "provider": provider}
         return _terminal(await self._request("terminal/acquire", params))
 
     async def run(
@@ -295,7 +295,8 @@ class RegistryClient:
         params: dict[str, Any] = {"command": command, "background": background}
         optional = {
             "terminalId": terminal_id,
-            "cwd": cwd,
+            # Relative to this process, not to a server that may stand elsewhere.
+            "cwd": os.path.abspath(cwd) if cwd is not None else None,
             "taskId": task_id,
             "provider": provider,
             "timeoutMs": round(timeout * 1000) if timeout is not None else None,
