@@ -23,7 +23,7 @@ import itertools
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -40,6 +40,7 @@ __all__ = [
     "InvalidParamsError",
     "MethodNotFoundError",
     "Notification",
+    "NotificationStream",
     "RegistryClient",
     "RegistryError",
     "RequestCancelledError",
@@ -359,18 +360,15 @@ class RegistryClient:
         """Call ``callback(params)`` for every notification named ``method``."""
         self._callbacks.setdefault(method, []).append(callback)
 
-    async def notifications(self) -> AsyncIterator[Notification]:
-        """Every notification from now on, in order, until the connection ends."""
+    def notifications(self) -> NotificationStream:
+        """Every notification from now on (subscribed at this call), in order.
+
+        ``async for note in client.notifications(): ...`` -- ends when the
+        connection does; ``aclose()`` unsubscribes.
+        """
         queue: asyncio.Queue[Notification | None] = asyncio.Queue()
         self._queues.append(queue)
-        try:
-            while True:
-                item = await queue.get()
-                if item is None:
-                    return
-                yield item
-        finally:
-            self._queues.remove(queue)
+        return NotificationStream(self._queues, queue)
 
     def _make_receiver(self, method: str) -> Callable[[Any], None]:
         def receive(params: Any) -> None:
@@ -384,6 +382,32 @@ class RegistryClient:
     def _closed_by_server(self) -> None:
         for queue in self._queues:
             queue.put_nowait(None)
+
+
+class NotificationStream:
+    """An async iterator of notifications, subscribed from its creation."""
+
+    def __init__(
+        self,
+        queues: list[asyncio.Queue[Notification | None]],
+        queue: asyncio.Queue[Notification | None],
+    ) -> None:
+        self._queues = queues
+        self._queue = queue
+
+    def __aiter__(self) -> NotificationStream:
+        return self
+
+    async def __anext__(self) -> Notification:
+        item = await self._queue.get()
+        if item is None:
+            await self.aclose()
+            raise StopAsyncIteration
+        return item
+
+    async def aclose(self) -> None:
+        if self._queue in self._queues:
+            self._queues.remove(self._queue)
 
 
 def _terminal(data: Any) -> wire.TerminalInfo:

@@ -1,0 +1,98 @@
+"""The Python client against the real server: typed results, errors, notifications,
+cancellation, and the synchronous wrapper."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psutil
+import pytest
+import pytest_asyncio
+
+from protocol.client import (
+    InvalidParamsError,
+    RegistryClient,
+    SyncRegistryClient,
+    TerminalBusyError,
+    UnknownTerminalError,
+)
+
+FAST = {"killGraceMs": 500, "hotTimeoutMs": 300}
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def client() -> AsyncIterator[RegistryClient]:
+    c = await RegistryClient.spawn(FAST)
+    yield c
+    await c.close()
+
+
+async def test_typed_results(client: RegistryClient, tmp_path: Path) -> None:
+    assert client.server_info["name"] == "terminal-registry"
+    assert client.capabilities["terminalRegistry"]["version"] == 1
+    terminal = await client.acquire(str(tmp_path), task_id="c1")
+    result = await client.run("echo typed; (exit 4)", terminal_id=terminal.id)
+    assert (result.exit_code, result.output, result.cwd) == (4, "typed\n", str(tmp_path))
+    assert [t.id for t in await client.list(task_id="c1")] == [terminal.id]
+    assert (await client.get(terminal.id)).last_command == "echo typed; (exit 4)"
+
+
+async def test_errors_are_exceptions(client: RegistryClient, tmp_path: Path) -> None:
+    with pytest.raises(UnknownTerminalError, match="unknown terminal 4242"):
+        await client.get(4242)
+    with pytest.raises(InvalidParamsError, match="does not exist"):
+        await client.run("true", cwd=str(tmp_path / "missing"))
+    started = await client.run("sleep 60", cwd=str(tmp_path), background=True)
+    with pytest.raises(TerminalBusyError):
+        await client.run("true", terminal_id=started.terminal_id)
+    await client.kill(started.terminal_id)
+
+
+async def test_notifications_iterator(client: RegistryClient, tmp_path: Path) -> None:
+    stream = client.notifications()  # subscribed from here on
+    result = await client.run("echo noted", cwd=str(tmp_path), task_id="c2")
+    seen = [await asyncio.wait_for(stream.__anext__(), 30)]
+    while not any(
+        n.method == "terminal/didEndRun" and n.params["runId"] == result.run_id for n in seen
+    ):
+        seen.append(await asyncio.wait_for(stream.__anext__(), 30))
+    methods = [n.method for n in seen]
+    assert "terminal/didStartRun" in methods
+    written = "".join(
+        n.params["data"]
+        for n in seen
+        if n.method == "terminal/didWrite" and n.params.get("runId") == result.run_id
+    )
+    assert written == "noted\r\n"
+    await stream.aclose()
+
+
+async def test_cancelling_the_caller_interrupts_the_command(
+    client: RegistryClient, tmp_path: Path
+) -> None:
+    ended = asyncio.Event()
+    client.on("terminal/didEndRun", lambda params: ended.set())
+    task = asyncio.ensure_future(client.run("sleep 130", cwd=str(tmp_path), task_id="c3"))
+    started = asyncio.Event()
+    client.on("terminal/didStartRun", lambda params: started.set())
+    await asyncio.wait_for(started.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The server confirmed before the cancellation reached us: nothing runs on.
+    terminals = await client.list(task_id="c3")
+    assert [t.busy for t in terminals] == [False]
+    sleepers = [
+        p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "130"]
+    ]
+    assert sleepers == []
+
+
+def test_sync_wrapper(tmp_path: Path) -> None:
+    with SyncRegistryClient.spawn(FAST) as sync:
+        result = sync.run("pwd", cwd=str(tmp_path))
+        assert result.output == f"{tmp_path}\n"
+        details = sync.environment_details(cooldown_timeout=0)
+        assert details.markdown == ""  # a foreground run's output is not news
