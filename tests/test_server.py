@@ -116,7 +116,10 @@ async def test_client_killed_means_server_gone_and_nothing_left(tmp_path: Path) 
         "from protocol.client import RegistryClient\n"
         "async def main():\n"
         "    c = await RegistryClient.spawn()\n"
-        f"    r = await c.run('sleep 303', cwd={str(tmp_path)!r}, background=True)\n"
+        "    ready = asyncio.Event()\n"
+        "    c.on('terminal/didWrite', lambda p: 'ready' in p['data'] and ready.set())\n"
+        f"    await c.run('echo ready; sleep 303', cwd={str(tmp_path)!r}, background=True)\n"
+        "    await ready.wait()\n"
         "    print(c._client._server.pid, flush=True)\n"
         "    await asyncio.Event().wait()\n"
         "asyncio.run(main())\n"
@@ -128,11 +131,15 @@ async def test_client_killed_means_server_gone_and_nothing_left(tmp_path: Path) 
     server_pid = int(await asyncio.wait_for(client.stdout.readline(), 60))
     server = psutil.Process(server_pid)
     tree = [server, *server.children(recursive=True)]
-    assert any(p.name() == "sleep" for p in tree)
+    assert any(p.name() == "bash" for p in tree)
     client.send_signal(signal.SIGKILL)
     await client.wait()
     await asyncio.to_thread(psutil.wait_procs, tree, 30)
     assert alive(tree) == []
+    leftovers = [
+        p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "303"]
+    ]
+    assert alive(leftovers) == []
 
 
 # -- methods ------------------------------------------------------------------------------

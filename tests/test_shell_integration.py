@@ -262,3 +262,30 @@ async def test_temporary_files_removed_on_close(spawn_terminal: SpawnTerminal) -
         assert os.stat(temp_dir).st_mode & 0o777 == 0o700
         await terminal.close()
         assert not os.path.exists(temp_dir)
+
+
+async def test_multi_line_without_bracketed_paste_goes_line_by_line(
+    spawn_terminal: SpawnTerminal, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    write(home / ".inputrc", "set enable-bracketed-paste off\n")
+    terminal = await spawn_terminal("bash", home=home, env={"INPUTRC": str(home / ".inputrc")})
+    assert terminal._bracketed_paste is False
+    run = await terminal.run(
+        "echo one\nfor i in 1 2; do\n  echo loop $i\ndone\ncat <<EOF\nhere doc\nEOF\n(exit 6)"
+    )
+    assert lines(run) == ["one", "loop 1", "loop 2", "here doc"]
+    assert run.exit_code == 6
+    assert (await terminal.run("echo after")).text().strip() == "after"
+
+
+async def test_cwd_from_a_shells_own_osc7(spawn_terminal: SpawnTerminal, tmp_path: Path) -> None:
+    # A shell with integration of its own (here: OSC 7 from PROMPT_COMMAND) and not
+    # ours: the live cwd still follows it.
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    osc7 = 'printf "\\033]7;file://%s%s\\007" "$HOSTNAME" "$PWD"'
+    terminal = await spawn_terminal("bash", integration=False, env={"PROMPT_COMMAND": osc7})
+    assert terminal.integration is IntegrationState.NONE
+    await terminal.run(f"cd {target}")
+    assert terminal.cwd == str(target)

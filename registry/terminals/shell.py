@@ -162,6 +162,7 @@ class ShellTerminal(Terminal):
         self._submitting = False
         self._more_lines = False
         self._none_run = False
+        self._none_cwd: tuple[str, int] | None = None
         self._ending_state: RunState | None = None
         self._screen = bytearray()
         self._input = bytearray()
@@ -363,8 +364,13 @@ class ShellTerminal(Terminal):
             # Other families carry no nonce: a cwd from them is taken only while no
             # verified source exists and no command is printing output.
             cwd = marker.cwd
-            if cwd and not self._verified_cwd and self._phase in (Phase.PROMPT, Phase.BETWEEN):
-                self._set_cwd(cwd)
+            if cwd and not self._verified_cwd:
+                if self._phase in (Phase.PROMPT, Phase.BETWEEN, Phase.STARTING):
+                    self._set_cwd(cwd)
+                elif self._none_run:
+                    # Strategy none: the end of a run is only guessed later; keep it
+                    # and take it then if it came with the prompt, not the output.
+                    self._none_cwd = (cwd, len(self._screen))
             return
         if not marker.verified:
             return
@@ -646,7 +652,13 @@ class ShellTerminal(Terminal):
             await self._output_event.wait()
         if run.done:
             return
-        output = _screen_text_output(bytes(self._screen), drop_last_line=True)
+        screen = bytes(self._screen)
+        output = _screen_text_output(screen, drop_last_line=True)
+        if self._none_cwd is not None:
+            cwd, at = self._none_cwd
+            self._none_cwd = None
+            if at >= screen.rfind(b"\n") + 1:  # printed with the prompt line
+                self._set_cwd(cwd)
         self._phase = Phase.PROMPT
         self._prompt_event.set()
         self._finish_current(
