@@ -128,12 +128,14 @@ async def test_client_killed_means_server_gone_and_nothing_left(tmp_path: Path) 
         sys.executable, str(script), stdout=asyncio.subprocess.PIPE, cwd=os.getcwd()
     )
     assert client.stdout is not None
-    server_pid = int(await asyncio.wait_for(client.stdout.readline(), 60))
-    server = psutil.Process(server_pid)
-    tree = [server, *server.children(recursive=True)]
-    assert any(p.name() == "bash" for p in tree)
-    client.send_signal(signal.SIGKILL)
-    await client.wait()
+    try:
+        server_pid = int(await asyncio.wait_for(client.stdout.readline(), 60))
+        server = psutil.Process(server_pid)
+        tree = [server, *server.children(recursive=True)]
+        assert any(p.name() == "bash" for p in tree)
+    finally:
+        client.send_signal(signal.SIGKILL)
+        await client.wait()
     await asyncio.to_thread(psutil.wait_procs, tree, 30)
     assert alive(tree) == []
     leftovers = [
