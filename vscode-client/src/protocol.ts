@@ -1,0 +1,243 @@
+/**
+ * The wire types of terminal-registry's JSON-RPC protocol, version 1
+ * (docs/protocol.md is the contract; names and shapes here follow it exactly).
+ *
+ * Fields may be added by later servers, never renamed or removed, so every interface
+ * describes what a client can rely on, not everything it may receive.
+ * This module imports nothing: it is shared by the extension and plain-node code.
+ */
+
+/** The protocol version this client speaks (`capabilities.experimental.terminalRegistry.version`). */
+export const PROTOCOL_VERSION = 1;
+
+export type Provider = 'shell' | 'subprocess';
+export type ShellIntegration = 'pending' | 'rich' | 'none';
+export type RunState = 'running' | 'completed' | 'timedOut' | 'cancelled' | 'failed';
+
+/** A terminal of the registry (`terminal/get`, `terminal/list`, `terminal/didOpen`, `terminal/didChange`). */
+export interface Terminal {
+  /** Integer from 1, never reused by one server. */
+  id: number;
+  provider: Provider;
+  /** The task the terminal is bound to; `null` for a background (released) terminal. */
+  taskId: string | null;
+  /** The live working directory: where the shell stands now. */
+  cwd: string;
+  /** A command is running (submitted by `terminal/run` or typed via `terminal/write`). */
+  busy: boolean;
+  /** Output arrived recently (2 s; 15 s while it looks like a build). */
+  hot: boolean;
+  shellIntegration: ShellIntegration;
+  shell: string;
+  /** The shell's process; subprocess provider: the running command's, or null. */
+  pid: number | null;
+  /** The running or last command line. */
+  lastCommand: string | null;
+}
+
+/** The result of `terminal/run`. */
+export interface RunResult {
+  runId: number;
+  terminalId: number;
+  commandLine: string;
+  state: RunState;
+  /** `null` when unknown (integration strategy `none`, or not started yet). */
+  exitCode: number | null;
+  /** For exit codes above 128, the signal's name (`SIGINT`, `SIGTERM`, ...). */
+  signal: string | null;
+  /** Text for a model: escapes removed, progress bars collapsed, truncated head+tail. */
+  output: string;
+  truncated: boolean;
+  /** Where the shell stands after the command; null while a background run goes on. */
+  cwd: string | null;
+  durationMs: number;
+  /** Subprocess provider only. */
+  stdout?: string;
+  /** Subprocess provider only. */
+  stderr?: string;
+  /** Why the run ended as it did, when that needs saying (fallback, heuristics, ...). */
+  note?: string;
+}
+
+// -- request params and results ---------------------------------------------------------
+
+export interface AcquireParams {
+  cwd: string;
+  taskId?: string | null;
+  provider?: Provider;
+}
+
+export interface RunParams {
+  command: string;
+  terminalId?: number;
+  cwd?: string;
+  taskId?: string | null;
+  provider?: Provider;
+  timeoutMs?: number;
+  env?: Record<string, string>;
+  background?: boolean;
+  workDoneToken?: string | number;
+}
+
+export interface WriteParams {
+  terminalId: number;
+  data: string;
+}
+
+export interface ResizeParams {
+  terminalId: number;
+  cols: number;
+  rows: number;
+}
+
+export interface TerminalIdParams {
+  terminalId: number;
+}
+
+export interface ListParams {
+  taskId?: string;
+  busy?: boolean;
+}
+
+export interface ReplayParams {
+  terminalId: number;
+  maxBytes?: number;
+}
+
+export interface ReleaseParams {
+  taskId: string;
+}
+
+export interface EnvironmentDetailsParams {
+  taskId?: string;
+  cooldownTimeoutMs?: number;
+}
+
+export interface OutputResult {
+  output: string;
+}
+
+export interface ReplayResult {
+  data: string;
+}
+
+export interface EnvironmentDetailsResult {
+  /** The report for a model; `""` when there is nothing to report. */
+  markdown: string;
+  /** The terminals the report covers. */
+  terminals: Terminal[];
+}
+
+/** The `initialize` result's `capabilities.experimental.terminalRegistry`. */
+export interface ServerCapabilities {
+  version: number;
+  providers: Provider[];
+  shells: string[];
+}
+
+/** `initializationOptions`: the registry's settings (docs/protocol.md, Settings). */
+export interface Settings {
+  shellIntegrationTimeoutMs?: number;
+  outputLineLimit?: number;
+  outputCharacterLimit?: number;
+  compressProgressBar?: boolean;
+  defaultShell?: string;
+  commandTimeoutMs?: number | null;
+  hotTimeoutMs?: number;
+  hotCompilingTimeoutMs?: number;
+  cooldownTimeoutMs?: number;
+  integrationIdleTimeoutMs?: number;
+  integrationAbsoluteTimeoutMs?: number;
+  commandStartTimeoutMs?: number;
+  noneQuietTimeoutMs?: number;
+  killGraceMs?: number;
+  runOutputCapBytes?: number;
+  replayCapBytes?: number;
+  fallbackToSubprocess?: boolean;
+  loginShell?: boolean;
+  cols?: number;
+  rows?: number;
+}
+
+// -- notifications (server -> client) ----------------------------------------------------
+
+export interface DidCloseParams {
+  terminalId: number;
+}
+
+export interface DidStartRunParams {
+  terminalId: number;
+  runId: number;
+  commandLine: string;
+}
+
+export interface DidWriteParams {
+  terminalId: number;
+  /** Set for a command's output; absent or null for prompts and echo. */
+  runId?: number | null;
+  /** Raw output, escape sequences kept, decoded as UTF-8 without split characters. */
+  data: string;
+}
+
+export interface DidEndRunParams {
+  terminalId: number;
+  runId: number;
+  state: RunState;
+  exitCode: number | null;
+}
+
+/** Every notification the server sends, by method name, with its params. */
+export interface NotificationMap {
+  'terminal/didOpen': Terminal;
+  'terminal/didChange': Terminal;
+  'terminal/didClose': DidCloseParams;
+  'terminal/didStartRun': DidStartRunParams;
+  'terminal/didWrite': DidWriteParams;
+  'terminal/didEndRun': DidEndRunParams;
+}
+
+export type NotificationMethod = keyof NotificationMap;
+
+export const NOTIFICATION_METHODS: readonly NotificationMethod[] = [
+  'terminal/didOpen',
+  'terminal/didChange',
+  'terminal/didClose',
+  'terminal/didStartRun',
+  'terminal/didWrite',
+  'terminal/didEndRun',
+];
+
+/** Every request, by method name: its params and its result. */
+export interface RequestMap {
+  'terminal/acquire': [AcquireParams, Terminal];
+  'terminal/run': [RunParams, RunResult];
+  'terminal/write': [WriteParams, null];
+  'terminal/resize': [ResizeParams, null];
+  'terminal/kill': [TerminalIdParams, null];
+  'terminal/close': [TerminalIdParams, null];
+  'terminal/list': [ListParams, Terminal[]];
+  'terminal/output': [TerminalIdParams, OutputResult];
+  'terminal/get': [TerminalIdParams, Terminal];
+  'terminal/replay': [ReplayParams, ReplayResult];
+  'terminal/release': [ReleaseParams, null];
+  'environment/details': [EnvironmentDetailsParams, EnvironmentDetailsResult];
+}
+
+export type RequestMethod = keyof RequestMap;
+
+// -- errors ------------------------------------------------------------------------------
+
+/** JSON-RPC error codes the server answers with (docs/protocol.md, Errors). */
+export const ErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  RequestCancelled: -32800,
+  UnknownTerminal: -32001,
+  TerminalBusy: -32002,
+  SpawnFailed: -32003,
+} as const;
+
+export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];

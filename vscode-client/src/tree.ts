@@ -1,0 +1,89 @@
+/**
+ * The "Terminal Registry" view: task groups (Background last) holding terminals whose
+ * icon shows their state. Everything the view shows comes from src/model.ts; this
+ * module only turns it into vscode.TreeItems.
+ */
+
+import * as vscode from 'vscode';
+import { STATE_ICONS, TaskGroup, TerminalModel, describeTerminal, terminalState } from './model';
+import type { Terminal } from './protocol';
+
+export type RegistryNode =
+  | { readonly kind: 'task'; readonly group: TaskGroup }
+  | { readonly kind: 'terminal'; readonly terminal: Terminal };
+
+/** Context values the package.json menus test (`viewItem == terminal.busy`, `viewItem =~ /^terminal/`). */
+export function terminalContextValue(terminal: Terminal): string {
+  return `terminal.${terminalState(terminal)}`;
+}
+
+export function taskContextValue(group: TaskGroup): string {
+  return group.taskId === null ? 'task.background' : 'task';
+}
+
+export const SHOW_TERMINAL_COMMAND = 'terminalRegistry.showTerminal';
+
+export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNode>, vscode.Disposable {
+  private readonly changeEmitter = new vscode.EventEmitter<RegistryNode | undefined | void>();
+  readonly onDidChangeTreeData: vscode.Event<RegistryNode | undefined | void> = this.changeEmitter.event;
+  private readonly subscription: { dispose(): void };
+
+  /** @param home the home directory, shown as `~` in descriptions. */
+  constructor(
+    private readonly model: TerminalModel,
+    private readonly home?: string,
+  ) {
+    // Whole-tree refresh: groups appear and vanish with their terminals, and VS Code
+    // keeps expansion state by item id, so nothing is lost by not diffing.
+    this.subscription = model.onDidChange(() => this.changeEmitter.fire());
+  }
+
+  getChildren(element?: RegistryNode): RegistryNode[] {
+    if (element === undefined) return this.model.groups().map((group) => ({ kind: 'task', group }));
+    if (element.kind === 'task') {
+      return element.group.terminals.map((terminal) => ({ kind: 'terminal', terminal }));
+    }
+    return [];
+  }
+
+  getParent(element: RegistryNode): RegistryNode | undefined {
+    if (element.kind === 'task') return undefined;
+    const group = this.model.groups().find((g) => g.terminals.some((t) => t.id === element.terminal.id));
+    return group ? { kind: 'task', group } : undefined;
+  }
+
+  getTreeItem(element: RegistryNode): vscode.TreeItem {
+    return element.kind === 'task' ? this.taskItem(element.group) : this.terminalItem(element.terminal);
+  }
+
+  private taskItem(group: TaskGroup): vscode.TreeItem {
+    const item = new vscode.TreeItem(group.label, vscode.TreeItemCollapsibleState.Expanded);
+    item.id = group.key;
+    item.contextValue = taskContextValue(group);
+    const busy = group.terminals.filter((t) => t.busy).length;
+    const count = `${group.terminals.length} terminal${group.terminals.length === 1 ? '' : 's'}`;
+    item.description = busy > 0 ? `${count}, ${busy} busy` : count;
+    item.iconPath = new vscode.ThemeIcon(group.taskId === null ? 'archive' : 'checklist');
+    item.tooltip =
+      group.taskId === null ? 'Terminals without a task: released ones, reusable by any task' : `Task ${group.taskId}`;
+    return item;
+  }
+
+  private terminalItem(terminal: Terminal): vscode.TreeItem {
+    const text = describeTerminal(terminal, this.home);
+    const item = new vscode.TreeItem(text.label, vscode.TreeItemCollapsibleState.None);
+    item.id = `terminal:${terminal.id}`;
+    item.description = text.description;
+    item.tooltip = text.tooltip;
+    item.contextValue = terminalContextValue(terminal);
+    item.iconPath = new vscode.ThemeIcon(STATE_ICONS[terminalState(terminal)]);
+    // A click opens (or focuses) the mirror: the most common thing to want.
+    item.command = { command: SHOW_TERMINAL_COMMAND, title: 'Show Terminal', arguments: [{ kind: 'terminal', terminal }] };
+    return item;
+  }
+
+  dispose(): void {
+    this.subscription.dispose();
+    this.changeEmitter.dispose();
+  }
+}
