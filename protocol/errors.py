@@ -6,12 +6,7 @@ internal error would put one, with file paths, in ``data``).
 
 from __future__ import annotations
 
-from pygls.exceptions import (
-    JsonRpcException,
-    JsonRpcInternalError,
-    JsonRpcInvalidParams,
-    JsonRpcInvalidRequest,
-)
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 
 from registry.errors import (
     InvalidCwdError,
@@ -22,6 +17,7 @@ from registry.errors import (
 )
 
 __all__ = [
+    "INVALID_REQUEST",
     "PARSE_ERROR",
     "SpawnFailed",
     "TerminalBusy",
@@ -62,6 +58,3 @@ def to_rpc_error(error: BaseException) -> JsonRpcException:
     if isinstance(error, (InvalidCwdError, ValueError)):
         return JsonRpcInvalidParams(str(error))
     return JsonRpcInternalError(f"internal error: {type(error).__name__}: {error}")
-
-
-__all__ += ["INVALID_REQUEST", "JsonRpcInvalidRequest"]

@@ -352,10 +352,9 @@ class TerminalRegistry:
         return report
 
     def covered_entries(self, task_id: str | None) -> builtins.list[TerminalEntry]:
-        """The terminals a task's report covers: its own and released ones."""
-        return self._covered(task_id)
+        """The terminals a task's report covers: its own and released ones (every
+        terminal without a task), closed ones with unread output included."""
 
-    def _covered(self, task_id: str | None) -> builtins.list[TerminalEntry]:
         def covers(entry: TerminalEntry) -> bool:
             return task_id is None or entry.task_id in (task_id, None)
 
