@@ -293,7 +293,7 @@ async def test_progress_reports(server: StdioServer, tmp_path: Path) -> None:
     result = await server.call(
         "terminal/run",
         {
-            "command": "echo step one; sleep 0.6; echo step two",
+            "command": "echo step one; sleep 1.5; echo step two",
             "cwd": str(tmp_path),
             "workDoneToken": "tok-1",
         },
@@ -305,7 +305,7 @@ async def test_progress_reports(server: StdioServer, tmp_path: Path) -> None:
         if n["method"] == "$/progress" and n["params"]["token"] == "tok-1"
     ]
     assert values[0]["kind"] == "begin"
-    assert values[0]["message"] == "echo step one; sleep 0.6; echo step two"
+    assert values[0]["message"] == "echo step one; sleep 1.5; echo step two"
     assert any(v["kind"] == "report" and "step one" in v["message"] for v in values)
     assert values[-1] == {"kind": "end", "message": "exit code 0"}
 

@@ -38,7 +38,13 @@ from ..config import Settings
 from ..errors import InvalidCwdError, SpawnError, TerminalClosedError
 from ..markers import Marker, MarkerParser
 from ..output import strip_escape_sequences
-from ..processes import descendants, end_processes, foreground_processes, tagged_processes
+from ..processes import (
+    descendants,
+    end_processes,
+    foreground_processes,
+    tagged_processes,
+    wait_gone,
+)
 from ..run import RunState, TerminalRun
 from ..shell import ShellLaunch, prepare_launch
 from .base import IntegrationState, Terminal
@@ -812,9 +818,9 @@ class ShellTerminal(Terminal):
         pid = self._pid
         if pid is not None:
             with contextlib.suppress(psutil.Error):
-                from ..processes import wait_gone
-
-                await wait_gone([psutil.Process(pid)], self._settings.kill_grace)
+                # Its PTY is closed, so it is on its way out; give it time to finish
+                # (under load that can take a while) before pexpect's close forces it.
+                await wait_gone([psutil.Process(pid)], max(5.0, self._settings.kill_grace))
         child = self._child
         if child is not None:
             with contextlib.suppress(Exception):
