@@ -184,10 +184,6 @@ class StreamWriterAdapter:
         if not self._transport.is_closing():
             self._transport.close()
 
-    @property
-    def buffered(self) -> int:
-        return self._transport.get_write_buffer_size() + sum(map(len, self._chunks))
-
 
 def socket_accepts(path: str) -> bool:
     """Whether a server listens on the Unix socket at ``path`` (a connect probe)."""

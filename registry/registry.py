@@ -39,7 +39,7 @@ from .run import TerminalRun
 from .terminals.base import IntegrationState, Terminal, TerminalListener
 from .terminals.shell import ShellTerminal
 from .terminals.subprocess import SubprocessTerminal
-from .unread import RunOutputQueue, UnreadRun
+from .unread import RunOutputQueue
 
 __all__ = ["PROVIDERS", "RegistryListener", "TerminalEntry", "TerminalRegistry", "normalise_path"]
 
@@ -220,13 +220,6 @@ class TerminalRegistry:
         if entry is None:
             raise UnknownTerminalError(terminal_id)
         return "\n".join(u.text for u in entry.unread.take() if u.text)
-
-    def take_unread(self, terminal_id: int) -> builtins.list[UnreadRun]:
-        """Like :meth:`unretrieved_output`, per run with command and exit code."""
-        entry = self._entries.get(terminal_id) or self._closed_unread.pop(terminal_id, None)
-        if entry is None:
-            raise UnknownTerminalError(terminal_id)
-        return entry.unread.take()
 
     # -- running ------------------------------------------------------------------
 
