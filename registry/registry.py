@@ -32,11 +32,11 @@ from collections.abc import Mapping
 
 from .config import Settings
 from .environment import EnvironmentReport, build_report
-from .errors import InvalidCwdError, UnknownTerminalError
+from .errors import UnknownTerminalError
 from .hot import HotTracker
 from .listeners import Listeners
 from .run import TerminalRun
-from .terminals.base import IntegrationState, Terminal, TerminalListener
+from .terminals.base import IntegrationState, Terminal, TerminalListener, existing_directory
 from .terminals.shell import ShellTerminal
 from .terminals.subprocess import SubprocessTerminal
 from .unread import RunOutputQueue
@@ -124,10 +124,7 @@ class TerminalRegistry:
         """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none."""
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
-        key = normalise_path(cwd)
-        if not os.path.isdir(key):
-            reason = "does not exist" if not os.path.exists(key) else "is not a directory"
-            raise InvalidCwdError(cwd, reason)
+        key = normalise_path(existing_directory(cwd))
         entry = self._find(provider, key, task_id) if shell is None and not env else None
         if entry is None:
             entry = await self._create(provider, cwd, task_id, shell=shell, env=env)

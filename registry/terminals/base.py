@@ -10,15 +10,35 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import os
 from collections.abc import Mapping
 from enum import StrEnum
 
-from ..errors import TerminalBusyError, TerminalClosedError
+from ..errors import InvalidCwdError, TerminalBusyError, TerminalClosedError
 from ..listeners import Listeners
 from ..output import BoundedBuffer
 from ..run import TerminalRun
 
-__all__ = ["IntegrationState", "Terminal", "TerminalListener"]
+__all__ = [
+    "TERMINAL_TAG_VARIABLE",
+    "IntegrationState",
+    "Terminal",
+    "TerminalListener",
+    "existing_directory",
+]
+
+#: Every process a terminal starts inherits this variable (a per-terminal token), so
+#: processes that escaped the shell's tree can still be found and ended.
+TERMINAL_TAG_VARIABLE = "TERMINAL_REGISTRY_TERMINAL"
+
+
+def existing_directory(cwd: str) -> str:
+    """``cwd`` made absolute, or :class:`InvalidCwdError` saying what is wrong with it."""
+    path = os.path.abspath(os.path.expanduser(cwd))
+    if not os.path.isdir(path):
+        reason = "does not exist" if not os.path.exists(path) else "is not a directory"
+        raise InvalidCwdError(cwd, reason)
+    return path
 
 
 class IntegrationState(StrEnum):

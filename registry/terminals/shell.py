@@ -35,7 +35,7 @@ import pexpect
 import psutil
 
 from ..config import Settings
-from ..errors import InvalidCwdError, SpawnError, TerminalClosedError
+from ..errors import SpawnError, TerminalClosedError
 from ..markers import Marker, MarkerParser
 from ..output import strip_escape_sequences
 from ..processes import (
@@ -47,15 +47,12 @@ from ..processes import (
 )
 from ..run import RunState, TerminalRun
 from ..shell import ShellLaunch, prepare_launch
-from .base import IntegrationState, Terminal
+from .base import TERMINAL_TAG_VARIABLE, IntegrationState, Terminal, existing_directory
 
 __all__ = ["INTERNAL_VARIABLES", "TERMINAL_TAG_VARIABLE", "ShellTerminal"]
 
 log = logging.getLogger(__name__)
 
-#: Every process a terminal starts inherits this variable (a per-terminal token), so
-#: processes that escaped the shell's tree can still be found and ended.
-TERMINAL_TAG_VARIABLE = "TERMINAL_REGISTRY_TERMINAL"
 
 _READ_SIZE = 256 * 1024
 _PROMPT_LIKE = re.compile(r"[$#%>❯»]\s*$")
@@ -201,11 +198,7 @@ class ShellTerminal(Terminal):
         :class:`SpawnError` when the shell cannot be started.
         """
         settings = settings or Settings()
-        cwd = os.path.abspath(os.path.expanduser(cwd))
-        if not os.path.isdir(cwd):
-            raise InvalidCwdError(
-                cwd, "does not exist" if not os.path.exists(cwd) else "is not a directory"
-            )
+        cwd = existing_directory(cwd)
         shell = shell or settings.default_shell
         nonce = secrets.token_hex(16)
         tag = f"{os.getpid()}.{terminal_id}.{secrets.token_hex(8)}"

@@ -30,18 +30,16 @@ from collections.abc import Mapping
 import psutil
 
 from ..config import Settings
-from ..errors import InvalidCwdError, SpawnError, TerminalClosedError
+from ..errors import SpawnError, TerminalClosedError
 from ..processes import descendants, end_processes, tagged_processes
 from ..run import RunState, TerminalRun
-from .base import IntegrationState, Terminal
+from .base import TERMINAL_TAG_VARIABLE, IntegrationState, Terminal, existing_directory
 from .shell import INTERNAL_VARIABLES
 
 __all__ = ["RUN_TAG_VARIABLE", "SubprocessTerminal"]
 
 #: Every process a run starts inherits this variable, unique to the run.
 RUN_TAG_VARIABLE = "TERMINAL_REGISTRY_RUN"
-#: Every process the terminal starts (any run) inherits this one.
-TERMINAL_TAG_VARIABLE = "TERMINAL_REGISTRY_TERMINAL"
 
 # The command runs through eval, so a syntax error is the command's failure (exit 2)
 # and the EXIT trap still reports where the shell stands.  $1 is the command line,
@@ -107,10 +105,7 @@ class SubprocessTerminal(Terminal):
         env: Mapping[str, str] | None = None,
     ) -> SubprocessTerminal:
         settings = settings or Settings()
-        cwd = os.path.abspath(os.path.expanduser(cwd))
-        if not os.path.isdir(cwd):
-            reason = "does not exist" if not os.path.exists(cwd) else "is not a directory"
-            raise InvalidCwdError(cwd, reason)
+        cwd = existing_directory(cwd)
         base = {k: v for k, v in os.environ.items() if k not in INTERNAL_VARIABLES}
         base.update(env or {})
         base.update({"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"})
