@@ -456,12 +456,8 @@ class ShellTerminal(Terminal):
         if self._phase is Phase.SUBMITTED and not self._more_lines and run is not None:
             # The whole command was typed and the shell still wants more: it is
             # incomplete (an unclosed quote or block). Abandon the input line.
-            self._write(b"\x03")
-            self._phase = Phase.BETWEEN
-            self._finish_current(
-                RunState.FAILED,
-                output=_screen_text_output(bytes(self._screen), drop_last_line=False),
-                note="the command is incomplete: the shell asked for more input",
+            self._abandon_input(
+                RunState.FAILED, "the command is incomplete: the shell asked for more input"
             )
 
     _MARKER_HANDLERS: ClassVar[dict[str, Callable[[ShellTerminal, Marker], None]]] = {
@@ -688,6 +684,16 @@ class ShellTerminal(Terminal):
         if not run.done:
             self._spawn_task(self._interrupt(run, RunState.TIMED_OUT))
 
+    def _abandon_input(self, state: RunState, note: str, *, keep_screen: bool = True) -> None:
+        """End a run whose command never started: clear the input line (Ctrl-U, Ctrl-C),
+        await the next prompt, and keep what the screen showed as its output."""
+        self._write(b"\x15\x03")
+        self._phase = Phase.BETWEEN
+        output = (
+            _screen_text_output(bytes(self._screen), drop_last_line=False) if keep_screen else None
+        )
+        self._finish_current(state, output=output, note=note)
+
     def _no_start(self, run: TerminalRun) -> None:
         """No C and no prompt after submitting: decide from the processes."""
         if foreground_processes(self._fd, self._pid or -1):
@@ -696,12 +702,9 @@ class ShellTerminal(Terminal):
             run.mark_started()
             return
         # A line editor swallowed it: nothing runs. Clear the line and report.
-        self._write(b"\x15\x03")
-        self._phase = Phase.BETWEEN
-        self._finish_current(
+        self._abandon_input(
             RunState.COMPLETED,
-            output=_screen_text_output(bytes(self._screen), drop_last_line=False),
-            note="the shell did not start the command; output is what the screen showed",
+            "the shell did not start the command; output is what the screen showed",
         )
 
     async def _interrupt(self, run: TerminalRun, state: RunState) -> None:
@@ -712,9 +715,7 @@ class ShellTerminal(Terminal):
         grace = self._settings.kill_grace
         shell_pid = self._pid or -1
         if not run.started and not self._none_run:
-            self._write(b"\x15\x03")
-            self._phase = Phase.BETWEEN
-            self._finish_current(state, note="ended before the command started")
+            self._abandon_input(state, "ended before the command started", keep_screen=False)
             return
         self._send_interrupt(shell_pid)
         with contextlib.suppress(TimeoutError):

@@ -110,19 +110,8 @@ export function toRegistryError(error: unknown): unknown {
 
 // -- the client --------------------------------------------------------------------------
 
-/** Options of {@link TerminalRegistryClient.run}; see `terminal/run` in docs/protocol.md. */
-export interface RunOptions {
-  /** Run in this terminal; without it a terminal is acquired and `cwd` is required. */
-  terminalId?: number;
-  cwd?: string;
-  taskId?: string | null;
-  provider?: Provider;
-  timeoutMs?: number;
-  env?: Record<string, string>;
-  /** Answer as soon as the command has started (`state: "running"`). */
-  background?: boolean;
-  workDoneToken?: string | number;
-}
+/** Options of {@link TerminalRegistryClient.run}: `terminal/run`'s params but the command. */
+export type RunOptions = Omit<RunParams, 'command'>;
 
 export class TerminalRegistryClient implements Disposable {
   private readonly emitters = new Map<NotificationMethod, Emitter<unknown>>();

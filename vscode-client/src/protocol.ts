@@ -69,12 +69,14 @@ export interface AcquireParams {
 
 export interface RunParams {
   command: string;
+  /** Run in this terminal; without it a terminal is acquired and `cwd` is required. */
   terminalId?: number;
   cwd?: string;
   taskId?: string | null;
   provider?: Provider;
   timeoutMs?: number;
   env?: Record<string, string>;
+  /** Answer as soon as the command has started (`state: "running"`). */
   background?: boolean;
   workDoneToken?: string | number;
 }

@@ -17,6 +17,7 @@ import {
   createMessageConnection,
 } from 'vscode-jsonrpc/node';
 import { TerminalRegistryClient } from '../../src/client';
+import { NOTIFICATION_METHODS } from '../../src/protocol';
 import type { NotificationMap, NotificationMethod, Settings } from '../../src/protocol';
 
 /** The repository root: the nearest ancestor holding protocol/cli.py. */
@@ -126,15 +127,7 @@ export class NotificationRecorder {
   private readonly subscriptions: { dispose(): void }[];
 
   constructor(client: TerminalRegistryClient) {
-    const methods: NotificationMethod[] = [
-      'terminal/didOpen',
-      'terminal/didChange',
-      'terminal/didClose',
-      'terminal/didStartRun',
-      'terminal/didWrite',
-      'terminal/didEndRun',
-    ];
-    this.subscriptions = methods.map((method) =>
+    this.subscriptions = NOTIFICATION_METHODS.map((method) =>
       client.on(method, (params: unknown) => {
         this.seen.push({ method, params });
         this.waiters = this.waiters.filter((w) => {
