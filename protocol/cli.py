@@ -16,41 +16,16 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from . import daemon, methods
 from . import types as wire
-from .client import RegistryClient, RegistryError, UnknownTerminalError
-from .transport import socket_accepts
+from .client import RegistryClient
+from .errors import RegistryError, UnknownTerminalError
 
-__all__ = ["default_socket_path", "main"]
-
-SOCKET_VARIABLE = "TERMINAL_REGISTRY_SOCKET"
-
-
-def default_socket_path() -> str:
-    """``$XDG_RUNTIME_DIR/terminal-registry/server.sock``, else one in the temp dir."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
-        base = os.path.join(runtime, "terminal-registry")
-    else:
-        uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
-        base = os.path.join(tempfile.gettempdir(), f"terminal-registry-{uid}")
-    return os.path.join(base, "server.sock")
-
-
-def _pid_file(socket_path: str) -> str:
-    return socket_path + ".pid"
-
-
-def _write_pid_file(socket_path: str) -> None:
-    """Next to the socket, so that ``stop`` can find the server."""
-    with open(_pid_file(os.path.abspath(socket_path)), "w") as f:
-        f.write(str(os.getpid()))
-
+__all__ = ["main"]
 
 # -- serve -------------------------------------------------------------------------------
 
@@ -58,7 +33,7 @@ def _write_pid_file(socket_path: str) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import logging
 
-    from .server import RegistryServer
+    from .server import Hub
 
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
     if args.log_level.upper() != "DEBUG":
@@ -69,10 +44,10 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
 
     async def serve() -> int:
-        server = RegistryServer()
+        server = Hub()
         if args.socket:
             await server.serve_socket(args.socket)
-            _write_pid_file(args.socket)
+            daemon.write_pid_file(args.socket)
         if args.ready_fd is not None:
             os.write(args.ready_fd, b"ready\n")
             os.close(args.ready_fd)
@@ -81,7 +56,7 @@ def _serve(args: argparse.Namespace) -> int:
         finally:
             if args.socket:
                 with contextlib.suppress(OSError):
-                    os.unlink(_pid_file(os.path.abspath(args.socket)))
+                    os.unlink(daemon.pid_file(args.socket))
 
     try:
         return asyncio.run(serve())
@@ -90,77 +65,12 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
 
 
-# -- finding a server ----------------------------------------------------------------------
-
-
-def _server_path(args: argparse.Namespace) -> str:
-    """The socket to talk to, starting the per-user background server if needed."""
-    path: str | None = args.socket or os.environ.get(SOCKET_VARIABLE)
-    if path:
-        return path
-    path = default_socket_path()
-    if not socket_accepts(path):
-        _start_background_server(path)
-        print(
-            f"terminal-registry: started a background server on {path} "
-            "(terminals persist between calls; `terminal-registry stop` ends it)",
-            file=sys.stderr,
-        )
-    return path
-
-
-def _start_background_server(path: str) -> None:
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    os.chmod(directory, 0o700)
-    read_end, write_end = os.pipe()
-    log = open(os.path.join(directory, "server.log"), "ab")  # noqa: SIM115 - handed to the child
-    try:
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "protocol.cli",
-                "serve",
-                "--socket",
-                path,
-                "--ready-fd",
-                str(write_end),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            pass_fds=(write_end,),
-            start_new_session=True,
-        )
-    finally:
-        os.close(write_end)
-        log.close()
-    # The server says "ready" once it listens; EOF without it means it failed.
-    with os.fdopen(read_end, "rb") as ready:
-        if not ready.readline().startswith(b"ready"):
-            raise SystemExit(
-                f"terminal-registry: the background server did not start; see "
-                f"{os.path.join(directory, 'server.log')}"
-            )
-
-
 def _stop(args: argparse.Namespace) -> int:
-    import psutil
-
-    path = args.socket or os.environ.get(SOCKET_VARIABLE) or default_socket_path()
-    try:
-        with open(_pid_file(os.path.abspath(path))) as f:
-            pid = int(f.read().strip())
-        proc = psutil.Process(pid)
-    except (OSError, ValueError, psutil.Error):
+    path, _ = daemon.resolve_socket(args.socket, start=False)
+    pid = daemon.stop_server(path)
+    if pid is None:
         _emit(args, {"stopped": False, "socket": path}, f"no server running on {path}")
         return 1
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except psutil.TimeoutExpired:
-        proc.kill()
     _emit(args, {"stopped": True, "socket": path, "pid": pid}, f"stopped the server on {path}")
     return 0
 
@@ -176,7 +86,14 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 async def _connect(args: argparse.Namespace) -> RegistryClient:
-    return await RegistryClient.connect(_server_path(args))
+    path, started = daemon.resolve_socket(args.socket, start=True)
+    if started:
+        print(
+            f"terminal-registry: started a background server on {path} "
+            "(terminals persist between calls; `terminal-registry stop` ends it)",
+            file=sys.stderr,
+        )
+    return await RegistryClient.connect(path)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -219,10 +136,10 @@ async def _run_with(client: RegistryClient, args: argparse.Namespace) -> int:
     def on_terminal(params: dict[str, Any]) -> None:
         seen[params["id"]] = params
 
-    client.on("terminal/didWrite", on_write)
-    client.on("terminal/didEndRun", on_end)
-    client.on("terminal/didOpen", on_terminal)
-    client.on("terminal/didChange", on_terminal)
+    client.on(methods.DID_WRITE, on_write)
+    client.on(methods.DID_END_RUN, on_end)
+    client.on(methods.DID_OPEN, on_terminal)
+    client.on(methods.DID_CHANGE, on_terminal)
     started = await client.run(
         args.command,
         cwd=os.path.abspath(args.cwd),
@@ -286,9 +203,13 @@ async def _run_with(client: RegistryClient, args: argparse.Namespace) -> int:
 
 
 def _signal_name(code: int | None) -> str | None:
-    from registry.processes import signal_name
-
-    return signal_name(code)
+    """``SIGINT`` for 130: the shell's 128+N convention (as RunResult's ``signal``)."""
+    if code is None or not 128 < code <= 128 + 64:
+        return None
+    try:
+        return signal.Signals(code - 128).name
+    except ValueError:
+        return None
 
 
 async def _env(args: argparse.Namespace) -> int:
@@ -419,6 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(handler(args))
     except RegistryError as error:
         print(f"terminal-registry: {error.message} (error {error.code})", file=sys.stderr)
+        return 2
+    except daemon.BackgroundServerError as error:
+        print(f"terminal-registry: {error}", file=sys.stderr)
         return 2
     except (ConnectionError, FileNotFoundError) as error:
         print(f"terminal-registry: cannot reach the server: {error}", file=sys.stderr)

@@ -33,7 +33,19 @@ from pygls.exceptions import JsonRpcException
 from pygls.io_ import run_async
 from pygls.protocol import JsonRPCProtocol
 
+from . import methods
 from . import types as wire
+from .errors import (
+    InvalidParamsError,
+    MethodNotFoundError,
+    RegistryError,
+    RequestCancelledError,
+    SpawnFailedError,
+    TerminalBusyError,
+    UnknownTerminalError,
+    error_for,
+)
+from .types import converter_factory
 
 __all__ = [
     "EnvironmentDetails",
@@ -56,72 +68,6 @@ T = TypeVar("T")
 CANCEL_CONFIRM_TIMEOUT = 30.0
 
 
-# -- errors ----------------------------------------------------------------------------
-
-
-class RegistryError(Exception):
-    """An error response from the server."""
-
-    code = 0
-
-    def __init__(self, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if code is not None:
-            self.code = code
-
-
-class ParseError(RegistryError):
-    code = -32700
-
-
-class InvalidRequestError(RegistryError):
-    code = -32600
-
-
-class MethodNotFoundError(RegistryError):
-    code = -32601
-
-
-class InvalidParamsError(RegistryError):
-    code = -32602
-
-
-class RequestCancelledError(RegistryError):
-    code = -32800
-
-
-class UnknownTerminalError(RegistryError):
-    code = -32001
-
-
-class TerminalBusyError(RegistryError):
-    code = -32002
-
-
-class SpawnFailedError(RegistryError):
-    code = -32003
-
-
-_ERRORS: dict[int, type[RegistryError]] = {
-    cls.code: cls
-    for cls in (
-        ParseError,
-        InvalidRequestError,
-        MethodNotFoundError,
-        InvalidParamsError,
-        RequestCancelledError,
-        UnknownTerminalError,
-        TerminalBusyError,
-        SpawnFailedError,
-    )
-}
-
-
-def _error(exc: JsonRpcException) -> RegistryError:
-    return _ERRORS.get(exc.code, RegistryError)(exc.message, exc.code)
-
-
 # -- results ---------------------------------------------------------------------------
 
 
@@ -139,8 +85,6 @@ class EnvironmentDetails:
 
 class _Client(JsonRPCClient):
     def __init__(self, owner: RegistryClient) -> None:
-        from .server import converter_factory
-
         self.owner = owner
         super().__init__(protocol_cls=JsonRPCProtocol, converter_factory=converter_factory)
 
@@ -156,16 +100,7 @@ class _Client(JsonRPCClient):
         self.owner._closed_by_server()
 
 
-_NOTIFICATIONS = (
-    "terminal/didOpen",
-    "terminal/didChange",
-    "terminal/didClose",
-    "terminal/didStartRun",
-    "terminal/didWrite",
-    "terminal/didEndRun",
-    "window/logMessage",
-    "$/progress",
-)
+_NOTIFICATIONS = (*methods.NOTIFICATIONS, methods.LOG_MESSAGE, methods.PROGRESS)
 
 
 class RegistryClient:
@@ -211,7 +146,7 @@ class RegistryClient:
 
     async def _initialize(self, settings: Mapping[str, Any] | None) -> None:
         result = await self._request(
-            "initialize",
+            methods.INITIALIZE,
             {
                 "processId": os.getpid(),
                 "capabilities": {},
@@ -221,15 +156,15 @@ class RegistryClient:
         )
         self.server_info = result.get("serverInfo") or {}
         self.capabilities = (result.get("capabilities") or {}).get("experimental") or {}
-        self._client.protocol.notify("initialized", {})
+        self._client.protocol.notify(methods.INITIALIZED, {})
 
     async def close(self) -> None:
         """``shutdown`` and ``exit``: a spawned server ends; a socket server goes on."""
         if self._client.stopped:
             return
         try:
-            await asyncio.wait_for(self._request("shutdown", None), 30)
-            self._client.protocol.notify("exit", None)
+            await asyncio.wait_for(self._request(methods.SHUTDOWN, None), 30)
+            self._client.protocol.notify(methods.EXIT, None)
         except (RegistryError, ConnectionError, RuntimeError, TimeoutError):
             pass
         if self._spawned and self._client._server is not None:
@@ -266,18 +201,18 @@ class RegistryClient:
             if not self._client.stopped and not pending.done():
                 # $/cancelRequest, then wait (bounded) until the server confirms, so
                 # that the terminal is free again when the caller moves on.
-                self._client.protocol.notify("$/cancelRequest", {"id": msg_id})
+                self._client.protocol.notify(methods.CANCEL_REQUEST, {"id": msg_id})
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(pending, CANCEL_CONFIRM_TIMEOUT)
             raise
         except JsonRpcException as error:
-            raise _error(error) from None
+            raise error_for(error.code, error.message) from None
 
     async def acquire(
         self, cwd: str, task_id: str | None = None, provider: str = "shell"
     ) -> wire.TerminalInfo:
         params = {"cwd": os.path.abspath(cwd), "taskId": task_id, "provider": provider}
-        return _terminal(await self._request("terminal/acquire", params))
+        return _terminal(await self._request(methods.ACQUIRE, params))
 
     async def run(
         self,
@@ -305,43 +240,43 @@ class RegistryClient:
             "workDoneToken": work_done_token,
         }
         params.update({k: v for k, v in optional.items() if v is not None})
-        result = await self._request("terminal/run", params)
+        result = await self._request(methods.RUN, params)
         return wire.converter.structure(result, wire.RunResult)
 
     async def write(self, terminal_id: int, data: str) -> None:
-        await self._request("terminal/write", {"terminalId": terminal_id, "data": data})
+        await self._request(methods.WRITE, {"terminalId": terminal_id, "data": data})
 
     async def resize(self, terminal_id: int, cols: int, rows: int) -> None:
         params = {"terminalId": terminal_id, "cols": cols, "rows": rows}
-        await self._request("terminal/resize", params)
+        await self._request(methods.RESIZE, params)
 
     async def kill(self, terminal_id: int) -> None:
-        await self._request("terminal/kill", {"terminalId": terminal_id})
+        await self._request(methods.KILL, {"terminalId": terminal_id})
 
     async def close_terminal(self, terminal_id: int) -> None:
-        await self._request("terminal/close", {"terminalId": terminal_id})
+        await self._request(methods.CLOSE, {"terminalId": terminal_id})
 
     async def list(
         self, task_id: str | None = None, busy: bool | None = None
     ) -> list[wire.TerminalInfo]:
         params = {k: v for k, v in {"taskId": task_id, "busy": busy}.items() if v is not None}
-        return [_terminal(t) for t in await self._request("terminal/list", params)]
+        return [_terminal(t) for t in await self._request(methods.LIST, params)]
 
     async def get(self, terminal_id: int) -> wire.TerminalInfo:
-        return _terminal(await self._request("terminal/get", {"terminalId": terminal_id}))
+        return _terminal(await self._request(methods.GET, {"terminalId": terminal_id}))
 
     async def output(self, terminal_id: int) -> str:
-        result = await self._request("terminal/output", {"terminalId": terminal_id})
+        result = await self._request(methods.OUTPUT, {"terminalId": terminal_id})
         return str(result["output"])
 
     async def replay(self, terminal_id: int, max_bytes: int | None = None) -> str:
         params: dict[str, Any] = {"terminalId": terminal_id}
         if max_bytes is not None:
             params["maxBytes"] = max_bytes
-        return str((await self._request("terminal/replay", params))["data"])
+        return str((await self._request(methods.REPLAY, params))["data"])
 
     async def release(self, task_id: str) -> None:
-        await self._request("terminal/release", {"taskId": task_id})
+        await self._request(methods.RELEASE, {"taskId": task_id})
 
     async def environment_details(
         self, task_id: str | None = None, cooldown_timeout: float | None = None
@@ -351,7 +286,7 @@ class RegistryClient:
             params["taskId"] = task_id
         if cooldown_timeout is not None:
             params["cooldownTimeoutMs"] = round(cooldown_timeout * 1000)
-        result = await self._request("environment/details", params)
+        result = await self._request(methods.ENVIRONMENT_DETAILS, params)
         return EnvironmentDetails(result["markdown"], [_terminal(t) for t in result["terminals"]])
 
     # -- notifications --------------------------------------------------------------

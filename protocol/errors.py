@@ -1,60 +1,117 @@
-"""JSON-RPC errors of PROTOCOL.md, and the mapping from the engine's exceptions.
+"""The protocol's error codes and the exceptions that carry them, on both sides.
 
-Each error's message names what was wrong; none carries a traceback (pygls's default
-internal error would put one, with file paths, in ``data``).
+A handler raises one of these (or an engine exception the server maps onto one); the
+server answers with its code and message; a client raises the class of the code it
+got back.  So server and clients share one table, and
+``vscode-client/src/protocol.ts`` mirrors it (``ErrorCode``).
+
+Every message names what was wrong; none carries a traceback.  This module imports
+nothing of the project's, so the CLI and the clients can use it without loading the
+engine.
 """
 
 from __future__ import annotations
 
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
-
-from registry.errors import (
-    InvalidCwdError,
-    SpawnError,
-    TerminalBusyError,
-    TerminalClosedError,
-    UnknownTerminalError,
-)
+from enum import IntEnum
 
 __all__ = [
-    "INVALID_REQUEST",
-    "PARSE_ERROR",
-    "SpawnFailed",
-    "TerminalBusy",
-    "UnknownTerminal",
-    "to_rpc_error",
+    "ERRORS",
+    "ErrorCode",
+    "InternalError",
+    "InvalidParamsError",
+    "InvalidRequestError",
+    "MethodNotFoundError",
+    "ParseError",
+    "RegistryError",
+    "RequestCancelledError",
+    "SpawnFailedError",
+    "TerminalBusyError",
+    "UnknownTerminalError",
+    "error_for",
 ]
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
+
+class ErrorCode(IntEnum):
+    """JSON-RPC error codes (names as in the TypeScript mirror)."""
+
+    ParseError = -32700
+    InvalidRequest = -32600
+    MethodNotFound = -32601
+    InvalidParams = -32602
+    InternalError = -32603
+    RequestCancelled = -32800
+    UnknownTerminal = -32001
+    #: Also LSP's ServerNotInitialized: a request before ``initialize`` is answered
+    #: with this code and a message that says so (docs/protocol.md, Errors).
+    TerminalBusy = -32002
+    SpawnFailed = -32003
 
 
-class UnknownTerminal(JsonRpcException):
-    CODE = -32001
-    MESSAGE = "unknown terminal"
+class RegistryError(Exception):
+    """An error response: its code and a message that names what was wrong."""
+
+    code: int = ErrorCode.InternalError
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
 
 
-class TerminalBusy(JsonRpcException):
-    CODE = -32002
-    MESSAGE = "terminal busy"
+class ParseError(RegistryError):
+    code = ErrorCode.ParseError
 
 
-class SpawnFailed(JsonRpcException):
-    CODE = -32003
-    MESSAGE = "spawn failed"
+class InvalidRequestError(RegistryError):
+    code = ErrorCode.InvalidRequest
 
 
-def to_rpc_error(error: BaseException) -> JsonRpcException:
-    """The JSON-RPC error a handler's exception becomes."""
-    if isinstance(error, JsonRpcException):
-        return error
-    if isinstance(error, UnknownTerminalError):
-        return UnknownTerminal(str(error))
-    if isinstance(error, (TerminalBusyError, TerminalClosedError)):
-        # A closed terminal cannot take the request any more than a busy one can.
-        return TerminalBusy(str(error))
-    if isinstance(error, SpawnError):
-        return SpawnFailed(str(error))
-    if isinstance(error, (InvalidCwdError, ValueError)):
-        return JsonRpcInvalidParams(str(error))
-    return JsonRpcInternalError(f"internal error: {type(error).__name__}: {error}")
+class MethodNotFoundError(RegistryError):
+    code = ErrorCode.MethodNotFound
+
+
+class InvalidParamsError(RegistryError):
+    code = ErrorCode.InvalidParams
+
+
+class InternalError(RegistryError):
+    code = ErrorCode.InternalError
+
+
+class RequestCancelledError(RegistryError):
+    code = ErrorCode.RequestCancelled
+
+
+class UnknownTerminalError(RegistryError):
+    code = ErrorCode.UnknownTerminal
+
+
+class TerminalBusyError(RegistryError):
+    code = ErrorCode.TerminalBusy
+
+
+class SpawnFailedError(RegistryError):
+    code = ErrorCode.SpawnFailed
+
+
+#: The exception class of each code.
+ERRORS: dict[int, type[RegistryError]] = {
+    cls.code: cls
+    for cls in (
+        ParseError,
+        InvalidRequestError,
+        MethodNotFoundError,
+        InvalidParamsError,
+        InternalError,
+        RequestCancelledError,
+        UnknownTerminalError,
+        TerminalBusyError,
+        SpawnFailedError,
+    )
+}
+
+
+def error_for(code: int, message: str) -> RegistryError:
+    """The exception for an error response (a plain RegistryError for unknown codes)."""
+    return ERRORS.get(code, RegistryError)(message, code)

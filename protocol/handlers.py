@@ -1,55 +1,45 @@
-"""One small handler per PROTOCOL.md method, each a thin call into the registry.
+"""One handler per request of docs/protocol.md: module-level, the server injected.
 
-Handlers take the raw params (a dict, or None), structure them strictly into the
-types of :mod:`protocol.types`, call the registry, and return wire dicts.  Engine
-exceptions become the JSON-RPC errors of :mod:`protocol.errors`.
+pygls passes each handler its connection's server as ``ls`` (the first parameter's
+name tells it to), as in jedi-language-server.  A handler structures the raw params
+(a dict, or None) strictly into the types of :mod:`protocol.types`, makes one call
+into the registry, and returns wire dicts.  Exceptions become JSON-RPC errors in
+:meth:`protocol.connection.ConnectionProtocol._send_handler_result`.
+
+:data:`HANDLERS` maps each method of :mod:`protocol.methods` to its handler; the hub
+registers them on every connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types as lsp
 
 from registry.output import compress_terminal_output
 from registry.run import TerminalRun
 
+from . import methods
 from . import types as wire
-from .errors import to_rpc_error
+from .connection import ConnectionServer
+from .notifications import terminal_info
 
-if TYPE_CHECKING:
-    from .server import RegistryLanguageServer, RegistryServer
-
-__all__ = ["register_handlers", "run_result"]
-
-Handler = Callable[[Any], Awaitable[Any]]
+__all__ = ["HANDLERS", "run_result"]
 
 #: $/progress reports at most this often.
 PROGRESS_INTERVAL = 0.25
 
 
-def _rpc(handler: Handler) -> Handler:
-    """Engine exceptions become JSON-RPC errors; cancellation passes through."""
-
-    @functools.wraps(handler)
-    async def wrapper(params: Any) -> Any:
-        try:
-            return await handler(params)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            raise to_rpc_error(error) from None
-
-    return wrapper
+def _info(ls: ConnectionServer, terminal: Any) -> Any:
+    return wire.unstructure(terminal_info(ls.registry, terminal))
 
 
-def run_result(hub: RegistryServer, run: TerminalRun) -> wire.RunResult:
-    settings = hub.settings
+def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
+    settings = ls.settings
     text = run.text()
     output = compress_terminal_output(
         text,
@@ -76,137 +66,146 @@ def run_result(hub: RegistryServer, run: TerminalRun) -> wire.RunResult:
     )
 
 
-def register_handlers(ls: RegistryLanguageServer) -> None:
-    hub = ls.hub
-    registry = hub.registry
+async def acquire(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.AcquireParams, params)
+    terminal = await ls.registry.get_or_create(p.cwd, p.task_id, p.provider)
+    return _info(ls, terminal)
 
-    def feature(name: str) -> Callable[[Handler], Handler]:
-        def register(handler: Handler) -> Handler:
-            wrapped = _rpc(handler)
-            ls.feature(name)(wrapped)
-            return wrapped
 
-        return register
+async def run(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.RunParams, params)
+    timeout = p.timeout_ms / 1000 if p.timeout_ms is not None else None
+    if p.terminal_id is None and p.cwd is None:
+        raise ValueError("terminal/run needs a terminalId or a cwd")
+    registry = ls.registry
+    started = await registry.run(
+        p.command,
+        cwd=p.cwd,
+        task_id=p.task_id,
+        terminal_id=p.terminal_id,
+        provider=p.provider or "shell",
+        timeout=timeout,
+        env=p.env,
+        background=True,
+    )
+    if p.background:
+        return wire.unstructure(run_result(ls, started))
+    progress = _Progress(ls, p.work_done_token, started) if p.work_done_token else None
+    try:
+        await started.wait()
+    except asyncio.CancelledError:
+        # $/cancelRequest: interrupt the command (Ctrl-C, then its process tree).
+        with contextlib.suppress(Exception):
+            await asyncio.shield(registry.get(started.terminal_id).kill())
+        raise
+    finally:
+        if progress is not None:
+            progress.end()
+    registry.mark_retrieved(started)
+    return wire.unstructure(run_result(ls, started))
 
-    @feature("terminal/acquire")
-    async def acquire(params: Any) -> Any:
-        p = wire.structure_params(wire.AcquireParams, params)
-        terminal = await registry.get_or_create(p.cwd, p.task_id, p.provider)
-        return wire.unstructure(hub.info(terminal))
 
-    @feature("terminal/run")
-    async def run(params: Any) -> Any:
-        p = wire.structure_params(wire.RunParams, params)
-        timeout = p.timeout_ms / 1000 if p.timeout_ms is not None else None
-        if p.terminal_id is None and p.cwd is None:
-            raise ValueError("terminal/run needs a terminalId or a cwd")
-        started = await registry.run(
-            p.command,
-            cwd=p.cwd,
-            task_id=p.task_id,
-            terminal_id=p.terminal_id,
-            provider=p.provider or "shell",
-            timeout=timeout,
-            env=p.env,
-            background=True,
-        )
-        if p.background:
-            return wire.unstructure(run_result(hub, started))
-        progress = _Progress(ls, p.work_done_token, started) if p.work_done_token else None
-        try:
-            await started.wait()
-        except asyncio.CancelledError:
-            # $/cancelRequest: interrupt the command (Ctrl-C, then its process tree).
-            with contextlib.suppress(Exception):
-                await asyncio.shield(registry.get(started.terminal_id).kill())
-            raise
-        finally:
-            if progress is not None:
-                progress.end()
-        registry.mark_retrieved(started)
-        return wire.unstructure(run_result(hub, started))
+async def write(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.WriteParams, params)
+    await ls.registry.get(p.terminal_id).write(p.data)
+    return None
 
-    @feature("terminal/write")
-    async def write(params: Any) -> Any:
-        p = wire.structure_params(wire.WriteParams, params)
-        await registry.get(p.terminal_id).write(p.data)
-        return None
 
-    @feature("terminal/resize")
-    async def resize(params: Any) -> Any:
-        p = wire.structure_params(wire.ResizeParams, params)
-        registry.get(p.terminal_id).resize(p.cols, p.rows)
-        return None
+async def resize(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.ResizeParams, params)
+    ls.registry.get(p.terminal_id).resize(p.cols, p.rows)
+    return None
 
-    @feature("terminal/kill")
-    async def kill(params: Any) -> Any:
-        p = wire.structure_params(wire.TerminalIdParams, params)
-        await registry.get(p.terminal_id).kill()
-        return None
 
-    @feature("terminal/close")
-    async def close(params: Any) -> Any:
-        p = wire.structure_params(wire.TerminalIdParams, params)
-        await registry.close_terminal(p.terminal_id)
-        return None
+async def kill(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.TerminalIdParams, params)
+    await ls.registry.get(p.terminal_id).kill()
+    return None
 
-    @feature("terminal/list")
-    async def list_terminals(params: Any) -> Any:
-        p = wire.structure_params(wire.ListParams, params)
-        return [wire.unstructure(hub.info(t)) for t in registry.list(p.task_id, p.busy)]
 
-    @feature("terminal/output")
-    async def output(params: Any) -> Any:
-        p = wire.structure_params(wire.TerminalIdParams, params)
-        return wire.unstructure(wire.OutputResult(registry.unretrieved_output(p.terminal_id)))
+async def close(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.TerminalIdParams, params)
+    await ls.registry.close_terminal(p.terminal_id)
+    return None
 
-    @feature("terminal/get")
-    async def get(params: Any) -> Any:
-        p = wire.structure_params(wire.TerminalIdParams, params)
-        return wire.unstructure(hub.info(registry.get(p.terminal_id)))
 
-    @feature("terminal/replay")
-    async def replay(params: Any) -> Any:
-        p = wire.structure_params(wire.ReplayParams, params)
-        if p.max_bytes is not None and p.max_bytes < 0:
-            raise ValueError("maxBytes must not be negative")
-        terminal = registry.get(p.terminal_id)
-        # didWrite still gathering is sent first: everything in the replay was then
-        # already sent, and every didWrite after this answer is new to a mirror.
-        hub.flush_writes(p.terminal_id)
-        data = terminal.replay(p.max_bytes)
-        return wire.unstructure(wire.ReplayResult(data.decode("utf-8", "replace")))
+async def list_terminals(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.ListParams, params)
+    return [_info(ls, t) for t in ls.registry.list(p.task_id, p.busy)]
 
-    @feature("terminal/release")
-    async def release(params: Any) -> Any:
-        p = wire.structure_params(wire.ReleaseParams, params)
-        registry.release(p.task_id)
-        return None
 
-    @feature("environment/details")
-    async def environment_details(params: Any) -> Any:
-        p = wire.structure_params(wire.EnvironmentDetailsParams, params)
-        cooldown = p.cooldown_timeout_ms / 1000 if p.cooldown_timeout_ms is not None else None
-        report = await registry.environment_details(p.task_id, cooldown)
-        terminals = [
-            hub.info(e.terminal)
-            for e in registry.covered_entries(p.task_id)
-            if not e.terminal.closed
-        ]
-        return wire.unstructure(wire.EnvironmentDetailsResult(report.markdown, terminals))
+async def output(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.TerminalIdParams, params)
+    return wire.unstructure(wire.OutputResult(ls.registry.unretrieved_output(p.terminal_id)))
 
-    @ls.feature(lsp.SHUTDOWN)
-    async def shutdown(*_: Any) -> None:
-        # The IDE that started us is leaving: every terminal goes with it. A socket
-        # client's shutdown ends only its own connection: the terminals are shared.
-        if ls.connection.owner:
-            await registry.close()
+
+async def get(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.TerminalIdParams, params)
+    return _info(ls, ls.registry.get(p.terminal_id))
+
+
+async def replay(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.ReplayParams, params)
+    if p.max_bytes is not None and p.max_bytes < 0:
+        raise ValueError("maxBytes must not be negative")
+    terminal = ls.registry.get(p.terminal_id)
+    # didWrite still gathering is sent first: everything in the replay was then
+    # already sent, and every didWrite after this answer is new to a mirror.
+    ls.shared.fanout.flush_writes(p.terminal_id)
+    data = terminal.replay(p.max_bytes)
+    return wire.unstructure(wire.ReplayResult(data.decode("utf-8", "replace")))
+
+
+async def release(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.ReleaseParams, params)
+    ls.registry.release(p.task_id)
+    return None
+
+
+async def environment_details(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.EnvironmentDetailsParams, params)
+    cooldown = p.cooldown_timeout_ms / 1000 if p.cooldown_timeout_ms is not None else None
+    registry = ls.registry
+    report = await registry.environment_details(p.task_id, cooldown)
+    terminals = [
+        terminal_info(registry, e.terminal)
+        for e in registry.covered_entries(p.task_id)
+        if not e.terminal.closed
+    ]
+    return wire.unstructure(wire.EnvironmentDetailsResult(report.markdown, terminals))
+
+
+async def shutdown(ls: ConnectionServer, params: Any) -> None:
+    # The IDE that started us is leaving: every terminal goes with it. A socket
+    # client's shutdown ends only its own connection: the terminals are shared.
+    if ls.connection.owner:
+        await ls.registry.close()
+
+
+Handler = Callable[[ConnectionServer, Any], Awaitable[Any]]
+
+#: Every request's handler (``shutdown`` runs after pygls's own).
+HANDLERS: dict[str, Handler] = {
+    methods.ACQUIRE: acquire,
+    methods.RUN: run,
+    methods.WRITE: write,
+    methods.RESIZE: resize,
+    methods.KILL: kill,
+    methods.CLOSE: close,
+    methods.LIST: list_terminals,
+    methods.OUTPUT: output,
+    methods.GET: get,
+    methods.REPLAY: replay,
+    methods.RELEASE: release,
+    methods.ENVIRONMENT_DETAILS: environment_details,
+    methods.SHUTDOWN: shutdown,
+}
 
 
 class _Progress:
     """``$/progress`` for one run: begin, a report of the last line every 250 ms, end."""
 
-    def __init__(self, ls: RegistryLanguageServer, token: int | str, run: TerminalRun) -> None:
+    def __init__(self, ls: ConnectionServer, token: int | str, run: TerminalRun) -> None:
         self._ls = ls
         self._token = token
         self._run = run
@@ -226,7 +225,7 @@ class _Progress:
 
     def _on_cancel(self, future: Any) -> None:
         if future.cancelled() and not self._run.done:
-            terminal = self._ls.hub.registry.get(self._run.terminal_id)
+            terminal = self._ls.registry.get(self._run.terminal_id)
             self._kill = asyncio.ensure_future(terminal.kill())
 
     async def _report(self) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pygls.exceptions import JsonRpcInvalidParams
-
 from registry.config import Settings
+
+from .errors import InvalidParamsError
 
 __all__ = ["OPTIONS", "apply_options"]
 
@@ -63,7 +63,7 @@ def apply_options(settings: Settings, options: Any) -> list[str]:
     if options is None:
         return []
     if not isinstance(options, Mapping):
-        raise JsonRpcInvalidParams("initializationOptions must be an object")
+        raise InvalidParamsError("initializationOptions must be an object")
     warnings = []
     for key, value in options.items():
         known = OPTIONS.get(key)
@@ -75,6 +75,6 @@ def apply_options(settings: Settings, options: Any) -> list[str]:
             settings.command_timeout = None
             continue
         if not _CHECKS[kind](value):
-            raise JsonRpcInvalidParams(f"initializationOptions.{key} must be a {kind}")
+            raise InvalidParamsError(f"initializationOptions.{key} must be a {kind}")
         setattr(settings, field, convert(value))
     return warnings

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 from dataclasses import dataclass
 
-__all__ = ["FramingError", "MessageFramer", "StreamWriterAdapter", "socket_accepts"]
+__all__ = ["FramingError", "MessageFramer", "StreamWriterAdapter"]
 
 # A Content-Length line with its raw line end. Raw CR/LF never occur inside a JSON
 # string, so this cannot match inside a well-formed body's text.
@@ -183,15 +182,3 @@ class StreamWriterAdapter:
         self._flush()
         if not self._transport.is_closing():
             self._transport.close()
-
-
-def socket_accepts(path: str) -> bool:
-    """Whether a server listens on the Unix socket at ``path`` (a connect probe)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(path)
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True

@@ -1,10 +1,18 @@
-"""The wire types of PROTOCOL.md as attrs classes, and their conversion.
+"""The wire types of docs/protocol.md as attrs classes, their table, and the converter.
 
-Field names are snake_case here and camelCase on the wire.  Conversion goes through
-lsprotocol's converter with hooks of our own for these classes, because its default
-hooks drop fields equal to their default (``exitCode: 0`` would vanish) and coerce
-loosely (``"5"`` would pass as 5).  Ours keep every field, and structuring checks
-types strictly and names the offending field (``timeoutMs must be an integer``).
+Field names are snake_case here and camelCase on the wire.  :data:`REQUESTS` and
+:data:`NOTIFICATIONS` give each method of :mod:`protocol.methods` its types.
+
+The one converter (:data:`converter`) is lsprotocol's -- pygls speaks LSP's own
+messages (``initialize``) through it -- with hooks of our own, registered once:
+
+* our classes keep every field (lsprotocol's default hooks drop fields equal to
+  their default, so ``exitCode: 0`` would vanish) and are structured strictly
+  (lsprotocol coerces ``"5"`` to 5); a wrong field raises
+  :class:`~protocol.errors.InvalidParamsError` naming it (``timeoutMs must be an
+  integer``);
+* JSON-RPC messages keep their params and results as the plain JSON they came as
+  (pygls would make namedtuples of the params of methods it does not know).
 """
 
 from __future__ import annotations
@@ -18,9 +26,14 @@ from typing import Any, TypeVar
 import attrs
 import cattrs
 from lsprotocol.converters import get_converter
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+
+from . import methods
+from .errors import InvalidParamsError
 
 __all__ = [
+    "NOTIFICATIONS",
+    "REQUESTS",
     "AcquireParams",
     "DidCloseParams",
     "DidEndRunParams",
@@ -40,6 +53,7 @@ __all__ = [
     "TerminalInfo",
     "WriteParams",
     "converter",
+    "converter_factory",
     "structure_params",
     "unstructure",
 ]
@@ -199,29 +213,44 @@ class DidEndRunParams:
     exit_code: int | None
 
 
+# -- the table ------------------------------------------------------------------------------
+
+#: Each request's params type and result type (None: the result is ``null``).
+REQUESTS: dict[str, tuple[type, Any]] = {
+    methods.ACQUIRE: (AcquireParams, TerminalInfo),
+    methods.RUN: (RunParams, RunResult),
+    methods.WRITE: (WriteParams, None),
+    methods.RESIZE: (ResizeParams, None),
+    methods.KILL: (TerminalIdParams, None),
+    methods.CLOSE: (TerminalIdParams, None),
+    methods.LIST: (ListParams, list[TerminalInfo]),
+    methods.OUTPUT: (TerminalIdParams, OutputResult),
+    methods.GET: (TerminalIdParams, TerminalInfo),
+    methods.REPLAY: (ReplayParams, ReplayResult),
+    methods.RELEASE: (ReleaseParams, None),
+    methods.ENVIRONMENT_DETAILS: (EnvironmentDetailsParams, EnvironmentDetailsResult),
+}
+
+#: Each notification's params type.
+NOTIFICATIONS: dict[str, type] = {
+    methods.DID_OPEN: TerminalInfo,
+    methods.DID_CHANGE: TerminalInfo,
+    methods.DID_CLOSE: DidCloseParams,
+    methods.DID_START_RUN: DidStartRunParams,
+    methods.DID_WRITE: DidWriteParams,
+    methods.DID_END_RUN: DidEndRunParams,
+}
+
+
 #: Fields left off the wire when None (PROTOCOL.md: "subprocess provider only").
 _OMIT_IF_NONE = {(RunResult, "stdout"), (RunResult, "stderr"), (RunResult, "note")}
 
 _OUR_TYPES = frozenset(
     {
-        AcquireParams,
-        RunParams,
-        WriteParams,
-        ResizeParams,
-        TerminalIdParams,
-        ListParams,
-        ReplayParams,
-        ReleaseParams,
-        EnvironmentDetailsParams,
+        *(params for params, _result in REQUESTS.values()),
+        *(result for _params, result in REQUESTS.values() if attrs.has(result)),
         TerminalInfo,
-        RunResult,
-        OutputResult,
-        ReplayResult,
-        EnvironmentDetailsResult,
-        DidCloseParams,
-        DidStartRunParams,
-        DidWriteParams,
-        DidEndRunParams,
+        *NOTIFICATIONS.values(),
     }
 )
 
@@ -244,29 +273,29 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
         for option in real:
             try:
                 return _check(value, option, where)
-            except JsonRpcInvalidParams:
+            except InvalidParamsError:
                 continue
         expected = " or ".join(_describe(o) for o in real)
-        raise JsonRpcInvalidParams(f"{where} must be {expected}, got {_kind(value)}")
+        raise InvalidParamsError(f"{where} must be {expected}, got {_kind(value)}")
     if origin is dict:
         key_type, value_type = typing.get_args(annotation)
         if not isinstance(value, dict):
-            raise JsonRpcInvalidParams(f"{where} must be an object, got {_kind(value)}")
+            raise InvalidParamsError(f"{where} must be an object, got {_kind(value)}")
         return {
             _check(k, key_type, f"{where} key"): _check(v, value_type, f"{where}.{k}")
             for k, v in value.items()
         }
     if annotation is bool:
         if not isinstance(value, bool):
-            raise JsonRpcInvalidParams(f"{where} must be a boolean, got {_kind(value)}")
+            raise InvalidParamsError(f"{where} must be a boolean, got {_kind(value)}")
         return value
     if annotation is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise JsonRpcInvalidParams(f"{where} must be an integer, got {_kind(value)}")
+            raise InvalidParamsError(f"{where} must be an integer, got {_kind(value)}")
         return value
     if annotation is str:
         if not isinstance(value, str):
-            raise JsonRpcInvalidParams(f"{where} must be a string, got {_kind(value)}")
+            raise InvalidParamsError(f"{where} must be a string, got {_kind(value)}")
         return value
     raise TypeError(f"no strict check for {annotation!r}")  # pragma: no cover
 
@@ -309,16 +338,16 @@ def _compute_fields(cls: type) -> tuple[tuple[str, str, Any, bool], ...]:
 
 
 def structure_params(cls: type[T], params: Any) -> T:
-    """Build ``cls`` from wire params, strictly; JsonRpcInvalidParams names the field."""
+    """Build ``cls`` from wire params, strictly; InvalidParamsError names the field."""
     if params is None:
         params = {}
     if not isinstance(params, Mapping):
-        raise JsonRpcInvalidParams(f"params must be an object, got {_kind(params)}")
+        raise InvalidParamsError(f"params must be an object, got {_kind(params)}")
     values: dict[str, Any] = {}
     for name, wire, annotation, required in _fields(cls):
         if wire not in params:
             if required:
-                raise JsonRpcInvalidParams(f"missing required field {wire!r}")
+                raise InvalidParamsError(f"missing required field {wire!r}")
             continue
         values[name] = _check(params[wire], annotation, wire)
     return cls(**values)
@@ -347,6 +376,23 @@ def _make_converter() -> cattrs.Converter:
         lambda cls: cls in _OUR_TYPES,
         lambda cls: lambda obj, _cls: structure_params(_cls, obj),
     )
+    # JSON-RPC messages: params and results stay the plain JSON they came as.
+    conv.register_structure_hook(
+        JsonRPCRequestMessage,
+        lambda obj, cls: cls(
+            id=obj["id"], method=obj["method"], jsonrpc=obj["jsonrpc"], params=obj.get("params")
+        ),
+    )
+    conv.register_structure_hook(
+        JsonRPCNotification,
+        lambda obj, cls: cls(
+            method=obj["method"], jsonrpc=obj["jsonrpc"], params=obj.get("params")
+        ),
+    )
+    conv.register_structure_hook(
+        JsonRPCResponseMessage,
+        lambda obj, cls: cls(id=obj["id"], jsonrpc=obj["jsonrpc"], result=obj.get("result")),
+    )
     return conv
 
 
@@ -358,3 +404,8 @@ def unstructure(obj: Any) -> Any:
     if type(obj) in _OUR_TYPES:  # the common case, without cattrs's dispatch
         return _unstructure_ours(obj)
     return converter.unstructure(obj)
+
+
+def converter_factory() -> cattrs.Converter:
+    """For pygls's ``converter_factory`` arguments: the one converter, built once."""
+    return converter

@@ -1,0 +1,370 @@
+"""One client: its pygls server and protocol, its read loop, its lifecycle.
+
+Each connection (stdio, or one accepted on the Unix socket) gets a pygls
+``LanguageServer`` of its own (:class:`ConnectionServer`), so ``initialize`` /
+``shutdown`` / ``exit`` and ``$/cancelRequest`` behave as every LSP client expects
+and replies never cross between clients; all of them share the hub's registry
+(:class:`Shared`).
+
+What is not stock pygls here, and why (``../shared/notes/pygls-2.1-facts.md``):
+
+* reading goes through :class:`~protocol.transport.MessageFramer` and
+  :meth:`ConnectionProtocol.receive` instead of ``pygls.io_.run_async``: framing
+  errors resynchronise, malformed JSON gets ``-32700``, invalid requests ``-32600``,
+  requests with no ``params`` are answered, bad params get ``-32602`` naming the
+  field;
+* params stay plain dicts (see :mod:`protocol.types`) and handlers structure them;
+* ``exit`` ends its connection, not the process (unless it is the stdio owner);
+  requests after ``shutdown`` are answered with an error instead of silence;
+  internal errors carry no traceback;
+* our own results are plain JSON already and go out without cattrs walking them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import JsonRPCRequestMessage, LanguageServerProtocol, lsp_method
+
+from registry import errors as engine
+from registry.config import Settings
+from registry.registry import PROVIDERS, TerminalRegistry
+from registry.shell import SHELL_KINDS
+
+from . import methods
+from .errors import (
+    ErrorCode,
+    InternalError,
+    InvalidParamsError,
+    RegistryError,
+    SpawnFailedError,
+    TerminalBusyError,
+    UnknownTerminalError,
+)
+from .notifications import Fanout
+from .options import apply_options
+from .transport import FramingError, MessageFramer, StreamWriterAdapter
+from .types import converter_factory
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "SERVER_NAME",
+    "Connection",
+    "ConnectionProtocol",
+    "ConnectionServer",
+    "Shared",
+    "as_rpc_error",
+]
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "terminal-registry"
+PROTOCOL_VERSION = 1
+
+
+def server_version() -> str:
+    try:
+        return version("terminal-registry")
+    except PackageNotFoundError:  # pragma: no cover - running from a checkout
+        return "0+unknown"
+
+
+def available_shells() -> list[str]:
+    """Shells on this machine we have integration for, found on PATH."""
+    import os
+    import shutil
+
+    found: list[str] = []
+    for kind in SHELL_KINDS:
+        path = shutil.which(kind)
+        if path:
+            found.append(os.path.realpath(path))
+    return found
+
+
+@dataclass
+class Shared:
+    """What every connection shares: the registry, the fan-out, the hub's callbacks."""
+
+    registry: TerminalRegistry
+    fanout: Fanout
+    settings: Settings
+    #: Called once the stdio owner names its process in ``initialize``.
+    watch_parent: Callable[[int], None]
+
+
+class ConnectionProtocol(LanguageServerProtocol):
+    """One connection's protocol: pygls dispatch, our reading and lifecycle."""
+
+    _server: ConnectionServer
+
+    # -- reading ------------------------------------------------------------------
+
+    def receive(self, frame: bytes | FramingError) -> None:
+        """Handle one framed message (or framing error) from the client."""
+        if isinstance(frame, FramingError):
+            self._reply_error(None, ErrorCode.ParseError, frame.message)
+            return
+        try:
+            data = json.loads(frame)
+        except ValueError as error:
+            self._reply_error(None, ErrorCode.ParseError, f"malformed JSON: {error}")
+            return
+        if isinstance(data, list):
+            self._reply_error(None, ErrorCode.InvalidRequest, "batch requests are not supported")
+            return
+        if not isinstance(data, dict):
+            self._reply_error(None, ErrorCode.InvalidRequest, "a message must be a JSON object")
+            return
+        msg_id = data.get("id")
+        if msg_id is not None and (isinstance(msg_id, bool) or not isinstance(msg_id, (int, str))):
+            self._reply_error(None, ErrorCode.InvalidRequest, "id must be a string or a number")
+            return
+        if data.get("jsonrpc") != "2.0":
+            self._reply_error(msg_id, ErrorCode.InvalidRequest, 'jsonrpc must be "2.0"')
+            return
+        method = data.get("method")
+        if method is None:
+            if "id" in data and ("result" in data or "error" in data):
+                self._dispatch(data, msg_id)  # a response to one of our requests
+            else:
+                self._reply_error(msg_id, ErrorCode.InvalidRequest, "a request needs a method")
+            return
+        if not isinstance(method, str):
+            self._reply_error(msg_id, ErrorCode.InvalidRequest, "method must be a string")
+            return
+        if self._shutdown and method != methods.EXIT:
+            if "id" in data:
+                self._reply_error(msg_id, ErrorCode.InvalidRequest, "the server is shutting down")
+            return
+        self._dispatch(data, msg_id)
+
+    def _dispatch(self, data: dict[str, Any], msg_id: Any) -> None:
+        try:
+            message = self.structure_message(data)
+        except JsonRpcException as error:
+            if msg_id is not None:
+                self._reply_error(msg_id, error.code, _params_error(data, error))
+            return
+        self.handle_message(message)
+
+    # -- writing ------------------------------------------------------------------
+    # Messages whose payload is already plain JSON (all of ours) go out as dicts:
+    # pygls would wrap them in attrs classes and have cattrs walk every value back.
+
+    def notify(self, method: str, params: Any | None = None) -> None:
+        self._send_data({"method": method, "jsonrpc": "2.0", "params": params})
+
+    def handle_message(self, message: Any) -> None:
+        """pygls's dispatch, minus its runtime-checkable Protocol ``isinstance`` tests.
+
+        Our reader already knows what each message is (it built it), and those
+        checks were the single largest cost of a small request.
+        """
+        ctx = contextvars.copy_context()
+        if isinstance(message, JsonRPCRequestMessage) or (
+            hasattr(message, "id") and hasattr(message, "method")
+        ):
+            ctx.run(self._handle_request, message.id, message.method, message.params)
+        elif hasattr(message, "method"):
+            ctx.run(self._handle_notification, message.method, message.params)
+        elif hasattr(message, "error"):
+            ctx.run(self._handle_response, message.id, None, message.error)
+        else:
+            ctx.run(self._handle_response, message.id, message.result)
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        """A handler's exception becomes the error of its code (see :func:`as_rpc_error`)."""
+        error = None if future.cancelled() else future.exception()
+        if error is None or isinstance(error, JsonRpcException):
+            super()._send_handler_result(future, msg_id=msg_id)
+            return
+        self._request_futures.pop(msg_id, None)
+        answer = as_rpc_error(error)
+        if answer.code == ErrorCode.InternalError:
+            log.error("request %s failed", msg_id, exc_info=error)
+        self._reply_error(msg_id, answer.code, answer.message)
+
+    def _reply_error(self, msg_id: Any, code: int, message: str) -> None:
+        self._send_response(msg_id, error=lsp.ResponseError(code=code, message=message))
+
+    def _send_response(
+        self, msg_id: Any, result: Any | None = None, error: lsp.ResponseError | None = None
+    ) -> None:
+        if error is None and _is_plain(result):
+            self._result_types.pop(msg_id, None)
+            self._send_data({"id": msg_id, "jsonrpc": "2.0", "result": result})
+            return
+        if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
+            # pygls attaches the server's traceback (file paths and all): not for clients.
+            error = lsp.ResponseError(code=error.code, message=error.message)
+        super()._send_response(msg_id, result, error)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(
+        self, params: lsp.InitializeParams
+    ) -> Generator[Any, Any, lsp.InitializeResult]:
+        server = self._server
+        warnings = apply_options(server.shared.settings, params.initialization_options)
+        result: lsp.InitializeResult = yield from super().lsp_initialize(params)
+        result.capabilities.experimental = {
+            "terminalRegistry": {
+                "version": PROTOCOL_VERSION,
+                "providers": list(PROVIDERS),
+                "shells": available_shells(),
+            }
+        }
+        server.connection.initialized(params.process_id)
+        for warning in warnings:
+            server.window_log_message(
+                lsp.LogMessageParams(type=lsp.MessageType.Warning, message=warning)
+            )
+        return result
+
+    @lsp_method(lsp.EXIT)
+    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
+        """``exit`` ends this connection; only the stdio owner's ends the server.
+
+        (pygls's own calls ``sys.exit()``, which would end every connection.)
+        """
+        self._server.connection.exit(clean=self._shutdown)
+        yield from ()
+
+
+class ConnectionServer(LanguageServer):
+    """A pygls LanguageServer for one connection; handlers get it as ``ls``."""
+
+    def __init__(self, shared: Shared, connection: Connection) -> None:
+        self.shared = shared
+        self.connection = connection
+        super().__init__(
+            SERVER_NAME,
+            server_version(),
+            text_document_sync_kind=lsp.TextDocumentSyncKind.None_,
+            protocol_cls=ConnectionProtocol,
+            converter_factory=converter_factory,
+        )
+
+    @property
+    def registry(self) -> TerminalRegistry:
+        return self.shared.registry
+
+    @property
+    def settings(self) -> Settings:
+        return self.shared.settings
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # Request errors are answered to the requester; the rest go to our log, not
+        # to a pop-up in every client.
+        log.warning("server error (%s): %s", getattr(source, "__name__", source), error)
+
+
+class Connection:
+    """One client: its pygls server, its framer, its transport."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        name: str,
+        reader: asyncio.StreamReader,
+        transport: asyncio.WriteTransport,
+        *,
+        owner: bool,
+    ) -> None:
+        self.name = name
+        self.owner = owner
+        self.is_initialized = False
+        self.client_pid: int | None = None
+        self.exit_code = 0
+        self._shared = shared
+        self._reader = reader
+        self._writer = StreamWriterAdapter(transport)
+        self._done = asyncio.Event()
+        self.server = ConnectionServer(shared, self)
+        self.server.protocol.set_writer(self._writer)
+
+    @property
+    def protocol(self) -> ConnectionProtocol:
+        return self.server.protocol  # type: ignore[return-value]
+
+    def initialized(self, client_pid: int | None) -> None:
+        self.is_initialized = True
+        self.client_pid = client_pid
+        if self.owner and client_pid:
+            self._shared.watch_parent(client_pid)
+
+    def notify(self, method: str, params: Any) -> None:
+        if self.is_initialized and not self._done.is_set():
+            self.protocol.notify(method, params)
+
+    async def serve(self) -> None:
+        """Read and dispatch until the client goes away or says ``exit``."""
+        framer = MessageFramer()
+        read = asyncio.ensure_future(self._read_loop(framer))
+        done = asyncio.ensure_future(self._done.wait())
+        try:
+            await asyncio.wait([read, done], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            read.cancel()
+            done.cancel()
+            self._done.set()
+            self._writer.close()
+
+    async def _read_loop(self, framer: MessageFramer) -> None:
+        while not self._done.is_set():
+            try:
+                data = await self._reader.read(65536)
+            except (ConnectionError, OSError):
+                return
+            if not data:
+                return
+            for frame in framer.feed(data):
+                self.protocol.receive(frame)
+
+    def exit(self, clean: bool) -> None:
+        self.exit_code = 0 if clean else 1
+        self._done.set()
+
+    def close(self) -> None:
+        self._done.set()
+
+
+def as_rpc_error(error: BaseException) -> RegistryError:
+    """The protocol error an exception raised while handling a request becomes."""
+    if isinstance(error, RegistryError):
+        return error
+    if isinstance(error, engine.UnknownTerminalError):
+        return UnknownTerminalError(str(error))
+    if isinstance(error, (engine.TerminalBusyError, engine.TerminalClosedError)):
+        # A closed terminal cannot take the request any more than a busy one can.
+        return TerminalBusyError(str(error))
+    if isinstance(error, engine.SpawnError):
+        return SpawnFailedError(str(error))
+    if isinstance(error, (engine.InvalidCwdError, ValueError)):
+        return InvalidParamsError(str(error))
+    return InternalError(f"internal error: {type(error).__name__}: {error}")
+
+
+def _is_plain(value: Any) -> bool:
+    """JSON-ready already: None, a primitive, or a dict or list (ours build those)."""
+    return value is None or isinstance(value, (dict, list, str, int, float, bool))
+
+
+def _params_error(data: dict[str, Any], error: JsonRpcException) -> str:
+    method = data.get("method", "")
+    detail = error.message or "invalid params"
+    if isinstance(error, JsonRpcInvalidRequest):
+        return detail
+    return f"invalid params for {method}: {detail}" if method else detail

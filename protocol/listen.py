@@ -1,0 +1,86 @@
+"""Where clients come from: claiming stdio, the socket's directory, and who connects.
+
+Each function guards one way the transport could be turned against the user:
+
+* :func:`claim_stdio`: the protocol reads and writes private copies of fds 0 and 1;
+  the real fd 0 becomes /dev/null and fd 1 points at stderr, so a stray ``print`` or
+  a child that inherits them cannot corrupt the stream
+  (``../shared/notes/pygls-2.1-facts.md``, pitfall 7);
+* :func:`check_socket_directory`: the socket lives in a directory that is ours and
+  closed to everyone else (0700);
+* :func:`peer_credentials`: the connecting process's pid and uid, from the kernel
+  (``SO_PEERCRED``), so another user is refused;
+* :func:`socket_accepts`: whether a server already listens on a path.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import struct
+import sys
+from dataclasses import dataclass
+
+__all__ = [
+    "PeerCredentials",
+    "check_socket_directory",
+    "claim_stdio",
+    "peer_credentials",
+    "socket_accepts",
+]
+
+
+def claim_stdio() -> tuple[int, int]:
+    """Private copies of fds 0 and 1 for the protocol; the real ones made harmless."""
+    sys.stdout.flush()
+    in_fd = os.dup(0)
+    out_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    for fd in (in_fd, out_fd):
+        os.set_inheritable(fd, False)
+    return in_fd, out_fd
+
+
+def check_socket_directory(directory: str) -> None:
+    """The socket's directory must be ours and closed to others (0700)."""
+    if not os.path.isdir(directory):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    info = os.stat(directory)
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise PermissionError(f"socket directory {directory} belongs to another user")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        raise PermissionError(
+            f"socket directory {directory} is open to other users "
+            f"(mode {stat.S_IMODE(info.st_mode):o}); it must be 0700"
+        )
+
+
+@dataclass(frozen=True)
+class PeerCredentials:
+    pid: int
+    uid: int
+
+
+def peer_credentials(sock: socket.socket | None) -> PeerCredentials | None:
+    """The connecting process's pid and uid (Linux ``SO_PEERCRED``); None where unknown."""
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return PeerCredentials(int(pid), int(uid))
+
+
+def socket_accepts(path: str) -> bool:
+    """Whether a server listens on the Unix socket at ``path`` (a connect probe)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
