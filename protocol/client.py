@@ -7,7 +7,7 @@
         print(result.exit_code, result.cwd, result.output)
         print((await client.environment_details("t1")).markdown)
 
-Every method mirrors a PROTOCOL.md request; errors raise the exception of their
+Every method mirrors a request of docs/protocol.md; errors raise the exception of their
 code (:class:`UnknownTerminalError`, :class:`TerminalBusyError` ...).
 Notifications arrive through :meth:`RegistryClient.notifications` (an async
 iterator) or callbacks registered with :meth:`RegistryClient.on`.  Cancelling the

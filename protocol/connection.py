@@ -6,7 +6,7 @@ Each connection (stdio, or one accepted on the Unix socket) gets a pygls
 and replies never cross between clients; all of them share the hub's registry
 (:class:`Shared`).
 
-What is not stock pygls here, and why (``../shared/notes/pygls-2.1-facts.md``):
+What is not stock pygls here, and why (docs/protocol.md, implementation notes):
 
 * reading goes through :class:`~protocol.transport.MessageFramer` and
   :meth:`ConnectionProtocol.receive` instead of ``pygls.io_.run_async``: framing

@@ -5,7 +5,7 @@ Each function guards one way the transport could be turned against the user:
 * :func:`claim_stdio`: the protocol reads and writes private copies of fds 0 and 1;
   the real fd 0 becomes /dev/null and fd 1 points at stderr, so a stray ``print`` or
   a child that inherits them cannot corrupt the stream
-  (``../shared/notes/pygls-2.1-facts.md``, pitfall 7);
+  (docs/protocol.md, implementation notes);
 * :func:`check_socket_directory`: the socket lives in a directory that is ours and
   closed to everyone else (0700);
 * :func:`peer_credentials`: the connecting process's pid and uid, from the kernel

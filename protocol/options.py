@@ -36,7 +36,7 @@ OPTIONS: dict[str, tuple[str, Callable[[Any], Any], str]] = {
     "hotTimeoutMs": _ms("hot_timeout"),
     "hotCompilingTimeoutMs": _ms("hot_compiling_timeout"),
     "cooldownTimeoutMs": _ms("cooldown_timeout"),
-    # Beyond DESIGN.md's list: the engine's other knobs, same naming.
+    # The engine's other knobs, same naming.
     "integrationIdleTimeoutMs": _ms("integration_idle_timeout"),
     "integrationAbsoluteTimeoutMs": _ms("integration_absolute_timeout"),
     "commandStartTimeoutMs": _ms("command_start_timeout"),

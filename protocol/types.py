@@ -242,7 +242,7 @@ NOTIFICATIONS: dict[str, type] = {
 }
 
 
-#: Fields left off the wire when None (PROTOCOL.md: "subprocess provider only").
+#: Fields left off the wire when None (docs/protocol.md: "subprocess provider only").
 _OMIT_IF_NONE = {(RunResult, "stdout"), (RunResult, "stderr"), (RunResult, "note")}
 
 _OUR_TYPES = frozenset(
