@@ -111,12 +111,20 @@ class ConnectionProtocol(LanguageServerProtocol):
     # -- reading ------------------------------------------------------------------
 
     def receive(self, frame: bytes | FramingError) -> None:
-        """Handle one framed message (or framing error) from the client."""
+        """Handle one framed message (or framing error) from the client.
+
+        Every message gets an answer, or -- a notification that cannot be handled --
+        a logged drop; nothing a client sends raises out of here.
+        """
         if isinstance(frame, FramingError):
             self._reply_error(None, ErrorCode.ParseError, frame.message)
             return
         try:
             data = json.loads(frame)
+        except RecursionError:
+            # Not a ValueError: json gives up on deep nesting by recursing too far.
+            self._reply_error(None, ErrorCode.ParseError, "malformed JSON: nested too deeply")
+            return
         except ValueError as error:
             self._reply_error(None, ErrorCode.ParseError, f"malformed JSON: {error}")
             return
@@ -127,8 +135,8 @@ class ConnectionProtocol(LanguageServerProtocol):
             self._reply_error(None, ErrorCode.InvalidRequest, "a message must be a JSON object")
             return
         msg_id = data.get("id")
-        if msg_id is not None and (isinstance(msg_id, bool) or not isinstance(msg_id, (int, str))):
-            self._reply_error(None, ErrorCode.InvalidRequest, "id must be a string or a number")
+        if msg_id is not None and not _valid_id(msg_id):
+            self._reply_error(None, ErrorCode.InvalidRequest, "id must be a string or an integer")
             return
         if data.get("jsonrpc") != "2.0":
             self._reply_error(msg_id, ErrorCode.InvalidRequest, 'jsonrpc must be "2.0"')
@@ -143,9 +151,25 @@ class ConnectionProtocol(LanguageServerProtocol):
         if not isinstance(method, str):
             self._reply_error(msg_id, ErrorCode.InvalidRequest, "method must be a string")
             return
+        is_request = "id" in data
         if self._shutdown and method != methods.EXIT:
-            if "id" in data:
+            if is_request:
                 self._reply_error(msg_id, ErrorCode.InvalidRequest, "the server is shutting down")
+            return
+        if not self._server.connection.is_initialized and method not in _BEFORE_INITIALIZE:
+            # LSP: requests before initialize get ServerNotInitialized; notifications
+            # are dropped.
+            if is_request:
+                self._reply_error(
+                    msg_id,
+                    ErrorCode.ServerNotInitialized,
+                    f"the server is not initialized: send {methods.INITIALIZE} first",
+                )
+            else:
+                log.info("dropped %s before initialize", method)
+            return
+        if method == methods.CANCEL_REQUEST and not _valid_cancel(data.get("params")):
+            log.info("dropped a %s without a valid id: %.200r", method, data.get("params"))
             return
         self._dispatch(data, msg_id)
 
@@ -196,7 +220,10 @@ class ConnectionProtocol(LanguageServerProtocol):
         self._reply_error(msg_id, answer.code, answer.message)
 
     def _reply_error(self, msg_id: Any, code: int, message: str) -> None:
-        self._send_response(msg_id, error=lsp.ResponseError(code=code, message=message))
+        # Written as plain JSON so that "id" is always there, null when unknown
+        # (JSON-RPC 2.0, section 5); pygls would leave a null id out.
+        error = {"code": int(code), "message": message}
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})
 
     def _send_response(
         self, msg_id: Any, result: Any | None = None, error: lsp.ResponseError | None = None
@@ -205,9 +232,11 @@ class ConnectionProtocol(LanguageServerProtocol):
             self._result_types.pop(msg_id, None)
             self._send_data({"id": msg_id, "jsonrpc": "2.0", "result": result})
             return
-        if error is not None and isinstance(error.data, dict) and "traceback" in error.data:
-            # pygls attaches the server's traceback (file paths and all): not for clients.
-            error = lsp.ResponseError(code=error.code, message=error.message)
+        if error is not None:
+            # pygls attaches the server's traceback in ``data`` (file paths and all):
+            # not for clients.
+            self._reply_error(msg_id, error.code, error.message)
+            return
         super()._send_response(msg_id, result, error)
 
     # -- lifecycle ----------------------------------------------------------------
@@ -331,7 +360,14 @@ class Connection:
             if not data:
                 return
             for frame in framer.feed(data):
-                self.protocol.receive(frame)
+                try:
+                    self.protocol.receive(frame)
+                except Exception:
+                    # A defect of ours, not the client's: log it, answer, keep serving.
+                    log.exception("%s: a message could not be handled", self.name)
+                    self.protocol._reply_error(
+                        None, ErrorCode.InternalError, "internal error: the message was dropped"
+                    )
 
     def exit(self, clean: bool) -> None:
         self.exit_code = 0 if clean else 1
@@ -355,6 +391,19 @@ def as_rpc_error(error: BaseException) -> RegistryError:
     if isinstance(error, (engine.InvalidCwdError, ValueError)):
         return InvalidParamsError(str(error))
     return InternalError(f"internal error: {type(error).__name__}: {error}")
+
+
+#: What a client may send before ``initialize``.
+_BEFORE_INITIALIZE = frozenset({methods.INITIALIZE, methods.EXIT})
+
+
+def _valid_id(value: Any) -> bool:
+    """JSON-RPC ids we accept: strings and integers (no booleans, floats, objects)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _valid_cancel(params: Any) -> bool:
+    return isinstance(params, dict) and _valid_id(params.get("id"))
 
 
 def _is_plain(value: Any) -> bool:

@@ -41,10 +41,11 @@ class ErrorCode(IntEnum):
     InternalError = -32603
     RequestCancelled = -32800
     UnknownTerminal = -32001
-    #: Also LSP's ServerNotInitialized: a request before ``initialize`` is answered
-    #: with this code and a message that says so (docs/protocol.md, Errors).
     TerminalBusy = -32002
     SpawnFailed = -32003
+    #: LSP's code for a request before ``initialize``; the same number as TerminalBusy
+    #: (the message says which), an alias, so not one of the table's own codes.
+    ServerNotInitialized = -32002
 
 
 class RegistryError(Exception):

@@ -146,8 +146,6 @@ async def get(ls: ConnectionServer, params: Any) -> Any:
 
 async def replay(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.ReplayParams, params)
-    if p.max_bytes is not None and p.max_bytes < 0:
-        raise ValueError("maxBytes must not be negative")
     terminal = ls.registry.get(p.terminal_id)
     # didWrite still gathering is sent first: everything in the replay was then
     # already sent, and every didWrite after this answer is new to a mirror.

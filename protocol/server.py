@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 from typing import Any
 
 from registry.config import Settings
@@ -119,10 +120,12 @@ class Hub:
     async def serve_socket(self, path: str) -> None:
         path = os.path.abspath(path)
         check_socket_directory(os.path.dirname(path))
-        if os.path.exists(path):
+        if os.path.lexists(path):
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                raise OSError(f"{path} exists and is not a socket: not removing it")
             if socket_accepts(path):
                 raise OSError(f"socket {path} is in use by another server")
-            os.unlink(path)
+            os.unlink(path)  # a stale socket of a server that is gone
         self._socket_server = await asyncio.start_unix_server(self._accept, path)
         os.chmod(path, 0o600)
         self._socket_path = path

@@ -12,8 +12,11 @@ stream into message bodies and framing errors, and resynchronises at the next
 * bytes that are not a header (a stray line, the tail of a body whose declared
   length was too short) are skipped up to the next ``Content-Length:`` line and
   reported once;
-* a body whose declared length was too long is cut where the next header begins,
-  so the message after it is not swallowed.
+* a body whose declared length was too long (or that never came) is cut where the
+  next header begins, so the message after it is not swallowed;
+* a body declared larger than :data:`MAX_BODY` is refused as soon as its header
+  says so, and skipped as it arrives rather than held;
+* the cost is linear in the bytes read, however they are chunked.
 
 Reads go through the event loop (``StreamReader``), never a thread per connection.
 """
@@ -32,6 +35,8 @@ _HEADER_START = re.compile(rb"(?i)content-length[ \t]*:[ \t]*[^\r\n]*\r?\n")
 _HEADER_NAME = b"content-length"
 _HEADER_END = re.compile(rb"\r?\n\r?\n")
 _MAX_HEADER = 8 * 1024
+#: The longest Content-Length line we look for inside a body's span.
+_MAX_HEADER_LINE = 256
 #: A declared body larger than this is refused (and skipped) rather than awaited.
 MAX_BODY = 64 * 1024 * 1024
 
@@ -44,11 +49,20 @@ class FramingError:
 
 
 class MessageFramer:
-    """Splits an LSP byte stream into bodies (``bytes``) and :class:`FramingError`s."""
+    """Splits an LSP byte stream into bodies (``bytes``) and :class:`FramingError`s.
 
-    def __init__(self) -> None:
+    Linear in the bytes fed, however they are chunked: a body's search for a header
+    inside its declared span resumes where the previous read's search stopped.
+    """
+
+    def __init__(self, max_body: int = MAX_BODY) -> None:
+        self._max_body = max_body
         self._buffer = bytearray()
         self._body_length: int | None = None  # set while waiting for a body
+        #: The body being waited for was refused (over the cap): skip it, emit nothing.
+        self._discarding = False
+        #: How far into the buffer the current body has been searched for a header.
+        self._scanned = 0
         self._just_failed = False
 
     def feed(self, data: bytes) -> list[bytes | FramingError]:
@@ -82,9 +96,17 @@ class MessageFramer:
         header = bytes(buffer[: end.start()])
         del buffer[: end.end()]
         length = _content_length(header)
+        self._scanned = 0
         if isinstance(length, FramingError):
             self._fail(length, out)
             return True
+        if length > self._max_body:
+            # Refused from the header alone: the client hears it now, and the body,
+            # as it arrives, is skipped rather than held.
+            self._fail(
+                FramingError(f"Content-Length {length} is larger than {self._max_body}"), out
+            )
+            self._discarding = True
         self._body_length = length
         return True
 
@@ -92,19 +114,32 @@ class MessageFramer:
         assert self._body_length is not None
         buffer = self._buffer
         length = self._body_length
-        # A new header inside the declared span means the length was too long: the
-        # body ends there. (Raw line ends never occur inside JSON strings, so a
-        # well-formed body cannot contain one.)
-        overlap = _HEADER_START.search(buffer, 0, min(length, len(buffer)))
-        if overlap is not None and overlap.start() > 0:
+        # A new header inside the declared span means the length was too long (or
+        # the body never came): the body ends there.  Raw line ends never occur
+        # inside JSON strings, so a well-formed body cannot contain one.  Only bytes
+        # not searched yet are searched (less a header's worth, which may straddle).
+        resume = max(0, self._scanned - _MAX_HEADER_LINE)
+        overlap = _HEADER_START.search(buffer, resume, min(length, len(buffer)) + _MAX_HEADER_LINE)
+        if overlap is not None and overlap.start() < length:
             length = overlap.start()
         elif len(buffer) < length:
+            self._scanned = len(buffer)
+            if self._discarding:
+                # Nothing of a refused body is kept but what a header could straddle.
+                drop = max(0, len(buffer) - _MAX_HEADER_LINE)
+                del buffer[:drop]
+                self._body_length = length - drop
+                self._scanned = len(buffer)
             return False
         body = bytes(buffer[:length])
         del buffer[:length]
         self._body_length = None
+        self._scanned = 0
         self._just_failed = False
-        out.append(body)
+        if self._discarding:
+            self._discarding = False
+        else:
+            out.append(body)
         return True
 
     def _skip(self, count: int, out: list[bytes | FramingError]) -> None:
@@ -144,10 +179,7 @@ def _content_length(header: bytes) -> int | FramingError:
             text = value.strip()
             if not text.isdigit():
                 return FramingError(f"invalid Content-Length {text[:20]!r}")
-            length = int(text)
-            if length > MAX_BODY:
-                return FramingError(f"Content-Length {length} is larger than {MAX_BODY}")
-            return length
+            return int(text)
     return FramingError("missing Content-Length header")
 
 

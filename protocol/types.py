@@ -18,6 +18,7 @@ messages (``initialize``) through it -- with hooks of our own, registered once:
 from __future__ import annotations
 
 import functools
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -245,6 +246,64 @@ NOTIFICATIONS: dict[str, type] = {
 #: Fields left off the wire when None (docs/protocol.md: "subprocess provider only").
 _OMIT_IF_NONE = {(RunResult, "stdout"), (RunResult, "stderr"), (RunResult, "note")}
 
+
+@attrs.frozen
+class _Rule:
+    """What an incoming field must be beyond its type (checked by structure_params)."""
+
+    min: int | None = None
+    max: int | None = None
+    #: Text that reaches a shell, a path or an environment: a NUL cannot be passed on.
+    no_nul: bool = False
+    #: Dict keys that must be environment variable names.
+    env_names: bool = False
+
+
+#: The kernel's window size is two unsigned shorts (struct winsize).
+_SIZE = _Rule(min=1, max=65535)
+#: Durations in ms: not negative; at most ~24.8 days (what a 32-bit int holds).
+_MS = _Rule(min=0, max=2**31 - 1)
+
+_RULES: dict[tuple[type, str], _Rule] = {
+    (AcquireParams, "cwd"): _Rule(no_nul=True),
+    (RunParams, "command"): _Rule(no_nul=True),
+    (RunParams, "cwd"): _Rule(no_nul=True),
+    (RunParams, "timeout_ms"): _MS,
+    (RunParams, "env"): _Rule(no_nul=True, env_names=True),
+    (ResizeParams, "cols"): _SIZE,
+    (ResizeParams, "rows"): _SIZE,
+    (ReplayParams, "max_bytes"): _Rule(min=0),
+    (EnvironmentDetailsParams, "cooldown_timeout_ms"): _MS,
+}
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _apply_rule(rule: _Rule, value: Any, where: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        if (rule.min is not None and value < rule.min) or (
+            rule.max is not None and value > rule.max
+        ):
+            low = {None: "", 0: "not negative", 1: "positive"}.get(rule.min, f"at least {rule.min}")
+            high = "" if rule.max is None else f"at most {rule.max}"
+            bounds = " and ".join(part for part in (low, high) if part)
+            raise InvalidParamsError(f"{where} must be {bounds}, got {value}")
+        return
+    if isinstance(value, str):
+        if rule.no_nul and "\0" in value:
+            raise InvalidParamsError(f"{where} must not contain a NUL character")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if rule.env_names and not _ENV_NAME.fullmatch(key):
+                raise InvalidParamsError(
+                    f"{where} key {key!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
+                )
+            _apply_rule(rule, item, f"{where}.{key}")
+
+
 _OUR_TYPES = frozenset(
     {
         *(params for params, _result in REQUESTS.values()),
@@ -296,6 +355,14 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
     if annotation is str:
         if not isinstance(value, str):
             raise InvalidParamsError(f"{where} must be a string, got {_kind(value)}")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                # JSON can carry "\\ud800"; no terminal, path or environment can.
+                raise InvalidParamsError(
+                    f"{where} contains a lone surrogate (not valid Unicode)"
+                ) from None
         return value
     raise TypeError(f"no strict check for {annotation!r}")  # pragma: no cover
 
@@ -349,7 +416,10 @@ def structure_params(cls: type[T], params: Any) -> T:
             if required:
                 raise InvalidParamsError(f"missing required field {wire!r}")
             continue
-        values[name] = _check(params[wire], annotation, wire)
+        value = values[name] = _check(params[wire], annotation, wire)
+        rule = _RULES.get((cls, name))
+        if rule is not None:
+            _apply_rule(rule, value, wire)
     return cls(**values)
 
 
