@@ -38,7 +38,7 @@ import pexpect
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_shell import FloorShell
 
-from protocol.transport import MessageFramer
+from protocol.framing import MessageFramer
 from registry.config import Settings
 from registry.terminals.shell import Phase, ShellTerminal
 

@@ -1,36 +1,49 @@
-"""The ``terminal-registry`` command line.
+"""``terminal-registry``: the command line.
 
-``serve`` runs the JSON-RPC server (``--stdio`` for an IDE, ``--socket PATH`` for
-any number of clients).  ``run``, ``env``, ``list``, ``kill`` and ``close`` are
-clients of a server: the one named by ``--socket`` or ``$TERMINAL_REGISTRY_SOCKET``,
-else a per-user background server on a default socket, started on first use (and
-said so), so that terminals persist from one CLI call to the next; ``stop`` ends
-it.  ``--json`` makes any command print machine-readable JSON.
+``serve`` runs the JSON-RPC server.  ``run``, ``env``, ``list``, ``kill`` and
+``close`` are clients of a server (:mod:`protocol.daemon` says which, starting the
+per-user background server on first use), so that terminals persist from one call to
+the next; ``stop`` ends it.  ``--json`` makes any command print machine-readable
+JSON, errors included (``{"error": {"code", "message"}}`` on stdout, exit 2).
+
+Every call is a new process, so start-up is what a user waits for: this module and
+the client it talks through (:mod:`protocol.blocking`) import only the standard
+library's light modules; ``serve`` loads the server when it is asked for.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import daemon, methods
-from . import types as wire
-from .client import RegistryClient
+from .blocking import BlockingClient, ConnectionLost
 from .errors import RegistryError, UnknownTerminalError
 
 __all__ = ["main"]
+
+
+class CliError(Exception):
+    """A failure to report: its message, and the JSON error code (None: not a server's)."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
 
 # -- serve -------------------------------------------------------------------------------
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import asyncio
     import logging
 
     from .server import Hub
@@ -60,22 +73,26 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         return asyncio.run(serve())
-    except (OSError, PermissionError) as error:
+    except (OSError, daemon.BackgroundServerError) as error:
         print(f"terminal-registry serve: {error}", file=sys.stderr)
         return 2
 
 
 def _stop(args: argparse.Namespace) -> int:
     path, _ = daemon.resolve_socket(args.socket, start=False)
-    pid = daemon.stop_server(path)
-    if pid is None:
+    try:
+        pid = daemon.stop_server(path)
+    except daemon.NoServerError:
         _emit(args, {"stopped": False, "socket": path}, f"no server running on {path}")
+        return 1
+    except daemon.BackgroundServerError as error:
+        _emit(args, {"stopped": False, "socket": path, "reason": str(error)}, str(error))
         return 1
     _emit(args, {"stopped": True, "socket": path, "pid": pid}, f"stopped the server on {path}")
     return 0
 
 
-# -- client commands -----------------------------------------------------------------------
+# -- talking to a server -----------------------------------------------------------------
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -85,7 +102,7 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(text)
 
 
-async def _connect(args: argparse.Namespace) -> RegistryClient:
+def _connect(args: argparse.Namespace) -> BlockingClient:
     path, started = daemon.resolve_socket(args.socket, start=True)
     if started:
         print(
@@ -93,18 +110,26 @@ async def _connect(args: argparse.Namespace) -> RegistryClient:
             "(terminals persist between calls; `terminal-registry stop` ends it)",
             file=sys.stderr,
         )
-    return await RegistryClient.connect(path)
-
-
-async def _run(args: argparse.Namespace) -> int:
-    client = await _connect(args)
     try:
-        return await _run_with(client, args)
-    finally:
-        await client.close()
+        return BlockingClient.connect(path)
+    except OSError as error:
+        if args.socket:
+            remedy = f"start one with `terminal-registry serve --socket {path}`"
+        else:
+            remedy = f"see {daemon.log_path(path)}"
+        reason = error.strerror or str(error)
+        raise CliError(f"cannot reach the server at {path} ({reason}); {remedy}") from None
 
 
-async def _run_with(client: RegistryClient, args: argparse.Namespace) -> int:
+def _terminal(client: BlockingClient, terminal_id: int) -> dict[str, Any]:
+    result: dict[str, Any] = client.request(methods.GET, {"terminalId": terminal_id})
+    return result
+
+
+# -- run ---------------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace, client: BlockingClient) -> int:
     """Start in the background and follow the notifications: output live, then the end.
 
     Started in the background so that the run's output stays "not yet retrieved" for
@@ -113,8 +138,8 @@ async def _run_with(client: RegistryClient, args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     buffered: dict[int, list[str]] = {}
     ended: dict[int, dict[str, Any]] = {}
+    seen: dict[int, dict[str, Any]] = {}
     mine: int | None = None
-    done = asyncio.Event()
 
     def on_write(params: dict[str, Any]) -> None:
         run_id = params.get("runId")
@@ -126,80 +151,109 @@ async def _run_with(client: RegistryClient, args: argparse.Namespace) -> int:
             out.write(params["data"].encode("utf-8"))
             out.flush()
 
-    def on_end(params: dict[str, Any]) -> None:
-        ended[params["runId"]] = params
-        if params["runId"] == mine:
-            done.set()
-
-    seen: dict[int, dict[str, Any]] = {}
-
     def on_terminal(params: dict[str, Any]) -> None:
         seen[params["id"]] = params
 
     client.on(methods.DID_WRITE, on_write)
+
+    def on_end(params: dict[str, Any]) -> None:
+        ended[params["runId"]] = params
+
     client.on(methods.DID_END_RUN, on_end)
     client.on(methods.DID_OPEN, on_terminal)
     client.on(methods.DID_CHANGE, on_terminal)
-    started = await client.run(
-        args.command,
-        cwd=os.path.abspath(args.cwd),
-        task_id=args.task,
-        provider=args.provider,
-        timeout=args.timeout,
-        background=True,
-    )
-    mine = started.run_id
+    params: dict[str, Any] = {
+        "command": args.command,
+        "cwd": os.path.abspath(args.cwd),
+        "provider": args.provider,
+        "background": True,
+    }
+    if args.task is not None:
+        params["taskId"] = args.task
+    if args.timeout is not None:
+        params["timeoutMs"] = round(args.timeout * 1000)
+    started = client.request(methods.RUN, params)
+    mine = started["runId"]
+    terminal_id = started["terminalId"]
     if not args.json:
         for chunk in buffered.pop(mine, []):
             out.write(chunk.encode("utf-8"))
         out.flush()
-    if mine in ended:
-        done.set()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError):
-        loop.add_signal_handler(
-            signal.SIGINT, lambda: asyncio.ensure_future(client.kill(started.terminal_id))
-        )
-    await done.wait()
+
+    def interrupt() -> None:
+        client.send_request(methods.KILL, {"terminalId": terminal_id})
+
+    _follow(client, lambda: mine in ended, interrupt)
     end = ended[mine]
     try:
-        terminal = await client.get(started.terminal_id)
+        terminal = _terminal(client, terminal_id)
     except UnknownTerminalError:
         # The command ended its shell (``exit``): the terminal is gone; its last
         # reported state stands.
-        terminal = wire.converter.structure(seen[started.terminal_id], wire.TerminalInfo)
+        terminal = seen[terminal_id]
     code = end.get("exitCode")
+    note = started.get("note")
     summary = {
         "runId": mine,
-        "terminalId": started.terminal_id,
-        "commandLine": started.command_line,
+        "terminalId": terminal_id,
+        "commandLine": started["commandLine"],
         "state": end["state"],
         "exitCode": code,
         "signal": _signal_name(code),
-        "cwd": terminal.cwd,
-        "shell": terminal.shell,
-        "provider": terminal.provider,
-        "shellIntegration": terminal.shell_integration,
-        "note": started.note,
+        "cwd": terminal["cwd"],
+        "shell": terminal["shell"],
+        "provider": terminal["provider"],
+        "shellIntegration": terminal["shellIntegration"],
+        "note": note,
     }
     if args.json:
-        summary["output"] = await client.output(started.terminal_id)
+        summary["output"] = client.request(methods.OUTPUT, {"terminalId": terminal_id})["output"]
         print(json.dumps(summary, indent=2))
     else:
         lines = [
             f"exit code: {code if code is not None else 'unknown'}"
             + (f" ({summary['signal']})" if summary["signal"] else ""),
             f"state: {end['state']}",
-            f"cwd: {terminal.cwd}",
-            f"terminal: {terminal.id} ({terminal.provider}, {terminal.shell}, "
-            f"{terminal.shell_integration} integration)",
+            f"cwd: {terminal['cwd']}",
+            f"terminal: {terminal_id} ({terminal['provider']}, {terminal['shell']}, "
+            f"{terminal['shellIntegration']} integration)",
         ]
-        if started.note:
-            lines.append(f"note: {started.note}")
+        if note:
+            lines.append(f"note: {note}")
         print("\n".join(f"[terminal-registry] {line}" for line in lines), file=sys.stderr)
     if code is not None:
         return int(code) & 0xFF
     return 0 if end["state"] == "completed" else 1
+
+
+def _follow(
+    client: BlockingClient, done: Callable[[], bool], interrupt: Callable[[], None]
+) -> None:
+    """Handle messages until ``done()``; Ctrl-C calls ``interrupt`` (once per press).
+
+    The SIGINT handler only wakes the loop (a pipe given to ``set_wakeup_fd``), so a
+    press never lands in the middle of reading a message.
+    """
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    old_fd = signal.set_wakeup_fd(wake_write)
+    try:
+        while not done():
+            readable, _, _ = select.select([client.fileno(), wake_read], [], [])
+            if wake_read in readable:
+                os.read(wake_read, 512)
+            while pressed:
+                pressed.pop()
+                interrupt()
+            if client.fileno() in readable:
+                client.pump()
+    finally:
+        signal.set_wakeup_fd(old_fd)
+        signal.signal(signal.SIGINT, previous)
+        os.close(wake_read)
+        os.close(wake_write)
 
 
 def _signal_name(code: int | None) -> str | None:
@@ -212,64 +266,73 @@ def _signal_name(code: int | None) -> str | None:
         return None
 
 
-async def _env(args: argparse.Namespace) -> int:
-    client = await _connect(args)
-    try:
-        details = await client.environment_details(args.task, args.cooldown)
-    finally:
-        await client.close()
-    if args.json:
-        from .types import unstructure
+# -- env, list, kill, close ----------------------------------------------------------------
 
-        print(
-            json.dumps(
-                {"markdown": details.markdown, "terminals": unstructure(details.terminals)},
-                indent=2,
-            )
-        )
+
+def _env(args: argparse.Namespace, client: BlockingClient) -> int:
+    params: dict[str, Any] = {}
+    if args.task is not None:
+        params["taskId"] = args.task
+    if args.cooldown is not None:
+        params["cooldownTimeoutMs"] = round(args.cooldown * 1000)
+    details = client.request(methods.ENVIRONMENT_DETAILS, params)
+    if args.json:
+        print(json.dumps(details, indent=2))
     else:
-        print(details.markdown or "(no terminal has output not yet seen)")
+        print(details["markdown"] or "(no terminal has output not yet seen)")
     return 0
 
 
-async def _list(args: argparse.Namespace) -> int:
-    from .types import unstructure
+_LIST_COLUMNS = ("ID", "TASK", "PROVIDER", "STATE", "INTEGRATION", "CWD", "LAST COMMAND")
 
-    client = await _connect(args)
-    try:
-        terminals = await client.list(args.task)
-    finally:
-        await client.close()
+
+def _list(args: argparse.Namespace, client: BlockingClient) -> int:
+    params = {"taskId": args.task} if args.task is not None else {}
+    terminals: list[dict[str, Any]] = client.request(methods.LIST, params)
     if args.json:
-        print(json.dumps(unstructure(terminals), indent=2))
+        print(json.dumps(terminals, indent=2))
         return 0
     if not terminals:
         print("(no terminals)")
+        return 0
+    rows = [_LIST_COLUMNS]
     for t in terminals:
-        state = "busy" if t.busy else "idle"
-        if t.hot:
-            state += ",hot"
-        print(
-            f"{t.id:>4}  {t.provider:<10} {state:<9} {t.shell_integration:<5} "
-            f"task={t.task_id or '-':<12} {t.cwd}  {t.last_command or ''}"
+        state = ("busy" if t["busy"] else "idle") + (",hot" if t["hot"] else "")
+        rows.append(
+            (
+                str(t["id"]),
+                t["taskId"] or "-",
+                t["provider"],
+                state,
+                t["shellIntegration"],
+                t["cwd"],
+                t["lastCommand"] or "",
+            )
         )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_LIST_COLUMNS) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[-1]]).rstrip())
     return 0
 
 
-async def _terminal_action(args: argparse.Namespace) -> int:
-    client = await _connect(args)
-    try:
-        if args.subcommand == "kill":
-            await client.kill(args.terminal_id)
-        else:
-            await client.close_terminal(args.terminal_id)
-    finally:
-        await client.close()
-    verb = "killed the command in" if args.subcommand == "kill" else "closed"
+def _kill(args: argparse.Namespace, client: BlockingClient) -> int:
+    busy = _terminal(client, args.terminal_id)["busy"]
+    if busy:
+        client.request(methods.KILL, {"terminalId": args.terminal_id})
+    text = (
+        f"killed the command in terminal {args.terminal_id}"
+        if busy
+        else f"terminal {args.terminal_id} has no command running: nothing to kill"
+    )
+    _emit(args, {"terminalId": args.terminal_id, "kill": busy}, text)
+    return 0
+
+
+def _close(args: argparse.Namespace, client: BlockingClient) -> int:
+    client.request(methods.CLOSE, {"terminalId": args.terminal_id})
     _emit(
-        args,
-        {"terminalId": args.terminal_id, args.subcommand: True},
-        f"{verb} terminal {args.terminal_id}",
+        args, {"terminalId": args.terminal_id, "close": True}, f"closed terminal {args.terminal_id}"
     )
     return 0
 
@@ -279,7 +342,11 @@ async def _terminal_action(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--socket", help="server socket (default: $TERMINAL_REGISTRY_SOCKET)")
+    common.add_argument(
+        "--socket",
+        help="the server's socket (default: $TERMINAL_REGISTRY_SOCKET, else the per-user "
+        "background server's, started on first use)",
+    )
     common.add_argument("--json", action="store_true", help="machine-readable output")
 
     parser = argparse.ArgumentParser(
@@ -322,31 +389,44 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, BlockingClient], int]] = {
+    "run": _run,
+    "env": _env,
+    "list": _list,
+    "kill": _kill,
+    "close": _close,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.subcommand == "serve":
         return _serve(args)
-    if args.subcommand == "stop":
-        return _stop(args)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:
             parser.error("run needs a command after --")
         args.command = " ".join(words)
-    handlers = {"run": _run, "env": _env, "list": _list, "kill": _terminal_action}
-    handler = handlers.get(args.subcommand, _terminal_action)
     try:
-        return asyncio.run(handler(args))
+        if args.subcommand == "stop":
+            return _stop(args)
+        with _connect(args) as client:
+            return _CLIENT_COMMANDS[args.subcommand](args, client)
     except RegistryError as error:
-        print(f"terminal-registry: {error.message} (error {error.code})", file=sys.stderr)
-        return 2
-    except daemon.BackgroundServerError as error:
-        print(f"terminal-registry: {error}", file=sys.stderr)
-        return 2
-    except (ConnectionError, FileNotFoundError) as error:
-        print(f"terminal-registry: cannot reach the server: {error}", file=sys.stderr)
-        return 2
+        return _fail(args, f"{error.message} (error {error.code})", error.message, error.code)
+    except CliError as error:
+        return _fail(args, error.message, error.message, error.code)
+    except (daemon.BackgroundServerError, ConnectionLost) as error:
+        return _fail(args, str(error), str(error), None)
+
+
+def _fail(args: argparse.Namespace, text: str, message: str, code: int | None) -> int:
+    if args.json:
+        print(json.dumps({"error": {"code": code, "message": message}}, indent=2))
+    else:
+        print(f"terminal-registry: {text}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -51,9 +51,10 @@ from .errors import (
     TerminalBusyError,
     UnknownTerminalError,
 )
+from .framing import FramingError, MessageFramer
 from .notifications import Fanout
 from .options import apply_options
-from .transport import FramingError, MessageFramer, StreamWriterAdapter
+from .transport import StreamWriterAdapter
 from .types import converter_factory
 
 __all__ = [

@@ -1,24 +1,37 @@
 """The per-user background server: where its socket is, starting it, stopping it.
 
 The CLI (and any face that wants terminals to persist between calls) talks to the
-server named by ``--socket`` or ``$TERMINAL_REGISTRY_SOCKET``, else to a per-user
-background server on a default socket, started on first use.  Its pid file sits
-next to the socket so that ``stop`` can find it; its log next to both.
+server named by ``--socket``; else to the one at ``$TERMINAL_REGISTRY_SOCKET``, else
+to a per-user background server on a default socket -- in those two cases started on
+first use.  Its pid file and log sit next to the socket.
+
+The default directory may be in the shared temp dir (no ``XDG_RUNTIME_DIR``), where
+another user could have planted something first, so nothing here trusts what it
+finds: the directory must be ours and 0700 (:func:`~protocol.listen.check_socket_directory`),
+files are opened without following symbolic links, and a pid file's process is
+signalled only once it is verified to be our server for that socket (same user,
+same start time, a ``serve --socket PATH`` command line) -- also after the kernel
+has reused the pid.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-import subprocess
 import sys
-import tempfile
+from typing import TYPE_CHECKING
 
-from .listen import socket_accepts
+from .listen import check_socket_directory, socket_accepts
+
+if TYPE_CHECKING:
+    import psutil
 
 __all__ = [
+    "MAX_SOCKET_PATH",
     "SOCKET_VARIABLE",
     "BackgroundServerError",
+    "NoServerError",
     "default_socket_path",
     "log_path",
     "pid_file",
@@ -29,10 +42,16 @@ __all__ = [
 ]
 
 SOCKET_VARIABLE = "TERMINAL_REGISTRY_SOCKET"
+#: sockaddr_un's sun_path holds 108 bytes on Linux, the last one a NUL.
+MAX_SOCKET_PATH = 107
 
 
 class BackgroundServerError(Exception):
     """The background server could not be started or stopped; the message says why."""
+
+
+class NoServerError(BackgroundServerError):
+    """No server of ours runs for that socket."""
 
 
 def default_socket_path() -> str:
@@ -41,6 +60,8 @@ def default_socket_path() -> str:
     if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
         base = os.path.join(runtime, "terminal-registry")
     else:
+        import tempfile
+
         uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
         base = os.path.join(tempfile.gettempdir(), f"terminal-registry-{uid}")
     return os.path.join(base, "server.sock")
@@ -54,22 +75,50 @@ def log_path(socket_path: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(socket_path)), "server.log")
 
 
+def _open_private(path: str, flags: int) -> int:
+    """Open (creating 0600) without following a symbolic link at ``path``."""
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if os.path.islink(path):
+            raise BackgroundServerError(
+                f"{path} is a symbolic link: refusing to follow it"
+            ) from None
+        raise BackgroundServerError(f"cannot open {path}: {error.strerror}") from None
+
+
 def write_pid_file(socket_path: str) -> None:
-    """Next to the socket, so that ``stop`` can find the server."""
-    with open(pid_file(socket_path), "w") as f:
-        f.write(str(os.getpid()))
+    """``pid start-time`` next to the socket, so that ``stop`` can find -- and verify --
+    the server."""
+    import psutil
+
+    me = psutil.Process()
+    fd = _open_private(pid_file(socket_path), os.O_WRONLY | os.O_TRUNC)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{me.pid} {me.create_time()!r}\n")
+
+
+def check_socket_path(path: str) -> None:
+    """A path a Unix socket can have, or BackgroundServerError saying why not."""
+    if len(os.fsencode(os.path.abspath(path))) > MAX_SOCKET_PATH:
+        raise BackgroundServerError(
+            f"the socket path is too long for a Unix socket "
+            f"({len(os.fsencode(path))} bytes; at most {MAX_SOCKET_PATH}): {path}"
+        )
 
 
 def resolve_socket(explicit: str | None, *, start: bool) -> tuple[str, bool]:
     """The socket to talk to, and whether a background server was just started for it.
 
-    ``explicit`` (``--socket``), else ``$TERMINAL_REGISTRY_SOCKET``, else the default
-    socket, whose server is started when ``start`` is set and none listens.
+    ``explicit`` (``--socket``) is taken as it is: a server must listen there.  Else
+    ``$TERMINAL_REGISTRY_SOCKET``, else the default socket -- the user's own
+    background server, started when ``start`` is set and none listens.
     """
-    path = explicit or os.environ.get(SOCKET_VARIABLE)
-    if path:
-        return path, False
-    path = default_socket_path()
+    if explicit:
+        check_socket_path(explicit)
+        return explicit, False
+    path = os.environ.get(SOCKET_VARIABLE) or default_socket_path()
+    check_socket_path(path)
     if start and not socket_accepts(path):
         start_background_server(path)
         return path, True
@@ -78,11 +127,14 @@ def resolve_socket(explicit: str | None, *, start: bool) -> tuple[str, bool]:
 
 def start_background_server(path: str) -> None:
     """Start ``terminal-registry serve --socket PATH`` in its own session; wait until ready."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    os.chmod(directory, 0o700)
+    import subprocess
+
+    try:
+        check_socket_directory(os.path.dirname(os.path.abspath(path)))
+    except PermissionError as error:
+        raise BackgroundServerError(str(error)) from None
+    log = _open_private(log_path(path), os.O_WRONLY | os.O_APPEND)
     read_end, write_end = os.pipe()
-    log = open(log_path(path), "ab")  # noqa: SIM115 - handed to the child
     try:
         subprocess.Popen(
             [
@@ -91,7 +143,7 @@ def start_background_server(path: str) -> None:
                 "protocol.cli",
                 "serve",
                 "--socket",
-                path,
+                os.path.abspath(path),
                 "--ready-fd",
                 str(write_end),
             ],
@@ -103,7 +155,7 @@ def start_background_server(path: str) -> None:
         )
     finally:
         os.close(write_end)
-        log.close()
+        os.close(log)
     # The server says "ready" once it listens; EOF without it means it failed.
     with os.fdopen(read_end, "rb") as ready:
         if not ready.readline().startswith(b"ready"):
@@ -112,19 +164,58 @@ def start_background_server(path: str) -> None:
             )
 
 
-def stop_server(path: str) -> int | None:
-    """SIGTERM the server of ``path`` (from its pid file) and wait; its pid, or None."""
+def stop_server(path: str) -> int:
+    """SIGTERM our server of ``path`` (found by its pid file, verified) and wait.
+
+    Returns its pid.  Raises :class:`NoServerError` when none runs, and
+    :class:`BackgroundServerError` when the pid file names a process that is not
+    our server (it is left alone, and the stale file removed).
+    """
     import psutil
 
+    file = pid_file(path)
     try:
-        with open(pid_file(path)) as f:
-            pid = int(f.read().strip())
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd) as f:
+            fields = f.read().split()
+        pid = int(fields[0])
+        started = float(fields[1]) if len(fields) > 1 else None
+    except (OSError, ValueError, IndexError):
+        raise NoServerError(f"no server running on {path}") from None
+    try:
         proc = psutil.Process(pid)
-    except (OSError, ValueError, psutil.Error):
-        return None
+        ours = _is_our_server(proc, path, started)
+    except psutil.Error:
+        ours = None
+    if ours is None:
+        _remove_stale(file)
+        raise NoServerError(f"no server running on {path}")
+    if not ours:
+        _remove_stale(file)
+        raise BackgroundServerError(
+            f"{file} names process {pid}, which is not a terminal-registry server "
+            "for this socket: not signalling it"
+        )
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(30)
     except psutil.TimeoutExpired:
         proc.kill()
     return pid
+
+
+def _is_our_server(proc: psutil.Process, path: str, started: float | None) -> bool:
+    if hasattr(os, "getuid") and proc.uids().real != os.getuid():
+        return False
+    if started is not None and abs(proc.create_time() - started) > 0.01:
+        return False  # the pid was reused by the kernel
+    argv = proc.cmdline()
+    if "serve" not in argv or "--socket" not in argv:
+        return False
+    # A start time was recorded: it already told this process from any other.
+    return started is not None or os.path.abspath(path) in argv
+
+
+def _remove_stale(file: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(file)

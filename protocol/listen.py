@@ -6,8 +6,8 @@ Each function guards one way the transport could be turned against the user:
   the real fd 0 becomes /dev/null and fd 1 points at stderr, so a stray ``print`` or
   a child that inherits them cannot corrupt the stream
   (docs/protocol.md, implementation notes);
-* :func:`check_socket_directory`: the socket lives in a directory that is ours and
-  closed to everyone else (0700);
+* :func:`check_socket_directory`: the socket lives in a directory that is ours, not
+  a symbolic link, and closed to everyone else (0700);
 * :func:`peer_credentials`: the connecting process's pid and uid, from the kernel
   (``SO_PEERCRED``), so another user is refused;
 * :func:`socket_accepts`: whether a server already listens on a path.
@@ -20,7 +20,7 @@ import socket
 import stat
 import struct
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "PeerCredentials",
@@ -46,12 +46,24 @@ def claim_stdio() -> tuple[int, int]:
 
 
 def check_socket_directory(directory: str) -> None:
-    """The socket's directory must be ours and closed to others (0700)."""
-    if not os.path.isdir(directory):
+    """The socket's directory must be ours, a real directory, and closed to others (0700).
+
+    Created (0700) when missing.  Checked without following a symbolic link: another
+    user who planted one (or a directory of their own) where ours would be -- the
+    temp dir is shared -- must not get our socket, log or pid file.  Raises
+    PermissionError naming the directory and what is wrong with it.
+    """
+    if not os.path.lexists(directory):
         os.makedirs(directory, mode=0o700, exist_ok=True)
-    info = os.stat(directory)
+    info = os.lstat(directory)
+    if stat.S_ISLNK(info.st_mode):
+        raise PermissionError(f"socket directory {directory} is a symbolic link: refusing it")
+    if not stat.S_ISDIR(info.st_mode):
+        raise PermissionError(f"socket directory {directory} is not a directory")
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise PermissionError(f"socket directory {directory} belongs to another user")
+        raise PermissionError(
+            f"socket directory {directory} belongs to another user (uid {info.st_uid})"
+        )
     if stat.S_IMODE(info.st_mode) & 0o077:
         raise PermissionError(
             f"socket directory {directory} is open to other users "
@@ -59,8 +71,7 @@ def check_socket_directory(directory: str) -> None:
         )
 
 
-@dataclass(frozen=True)
-class PeerCredentials:
+class PeerCredentials(NamedTuple):
     pid: int
     uid: int
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-from protocol.transport import FramingError, MessageFramer
+from protocol.framing import FramingError, MessageFramer
 
 SERVER = [sys.executable, "-m", "protocol.cli", "serve"]
 TIMEOUT = 30.0

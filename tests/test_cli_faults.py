@@ -1,0 +1,184 @@
+"""The CLI against odd set-ups and another local user: clear errors, nothing followed
+or signalled that is not ours."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .test_cli import cli
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def no_runtime_dir(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """No XDG_RUNTIME_DIR: the default socket lives under $TMPDIR (a private temp dir)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    tmp.chmod(0o1777)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TERMINAL_REGISTRY_SOCKET", "XDG_RUNTIME_DIR")
+    }
+    env["TMPDIR"] = str(tmp)
+    yield env
+    cli("stop", env=env)
+
+
+def _default_dir(env: dict[str, str]) -> Path:
+    return Path(env["TMPDIR"]) / f"terminal-registry-{os.getuid()}"
+
+
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
+
+
+@needs_root
+def test_a_directory_another_user_made_is_refused(
+    no_runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    planted = _default_dir(no_runtime_dir)
+    planted.mkdir(mode=0o700)
+    os.chown(planted, NOBODY, NOBODY)
+    result = cli("list", env=no_runtime_dir)
+    assert result.returncode == 2
+    assert str(planted) in result.stderr
+    assert "another user" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (planted / "server.sock").exists()
+
+
+def test_a_symlinked_or_open_directory_is_refused(
+    no_runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    planted = _default_dir(no_runtime_dir)
+    planted.symlink_to(elsewhere)
+    result = cli("list", env=no_runtime_dir)
+    assert result.returncode == 2
+    assert "symbolic link" in result.stderr
+    assert list(elsewhere.iterdir()) == []
+    planted.unlink()
+    planted.mkdir(mode=0o755)
+    planted.chmod(0o755)
+    result = cli("list", env=no_runtime_dir)
+    assert result.returncode == 2
+    assert "0700" in result.stderr
+
+
+def test_the_log_is_never_followed_through_a_symlink(
+    no_runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    directory = _default_dir(no_runtime_dir)
+    directory.mkdir(mode=0o700)
+    (directory / "server.log").symlink_to(victim)
+    result = cli("list", env=no_runtime_dir)
+    assert victim.read_text() == "untouched\n"
+    assert result.returncode == 2
+    assert "server.log" in result.stderr
+
+
+def test_stop_signals_only_our_own_server(no_runtime_dir: dict[str, str], tmp_path: Path) -> None:
+    bystander = subprocess.Popen(["sleep", "600"])
+    try:
+        directory = _default_dir(no_runtime_dir)
+        directory.mkdir(mode=0o700)
+        (directory / "server.sock.pid").write_text(str(bystander.pid))
+        result = cli("stop", env=no_runtime_dir)
+        assert result.returncode == 1
+        assert "not a terminal-registry server" in result.stdout + result.stderr
+        assert bystander.poll() is None  # still alive
+    finally:
+        bystander.kill()
+        bystander.wait()
+    # A real server started after that stale file is found and stopped.
+    assert cli("list", env=no_runtime_dir).returncode == 0
+    stopped = cli("stop", "--json", env=no_runtime_dir)
+    assert stopped.returncode == 0
+    assert json.loads(stopped.stdout)["stopped"] is True
+
+
+def test_unreachable_socket_names_the_path_and_a_remedy(
+    no_runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "none.sock"
+    result = cli("list", "--socket", str(path), env=no_runtime_dir)
+    assert result.returncode == 2
+    assert str(path) in result.stderr
+    assert "serve --socket" in result.stderr
+    as_json = cli("list", "--json", "--socket", str(path), env=no_runtime_dir)
+    assert as_json.returncode == 2
+    error = json.loads(as_json.stdout)["error"]
+    assert str(path) in error["message"]
+
+
+def test_an_overlong_socket_path_is_a_clear_error(no_runtime_dir: dict[str, str]) -> None:
+    env = {**no_runtime_dir, "TERMINAL_REGISTRY_SOCKET": "/tmp/" + "x" * 200 + "/s.sock"}
+    result = cli("list", env=env)
+    assert result.returncode == 2
+    assert "too long" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_socket_variable_gets_a_server_started_on_demand(
+    no_runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    directory = tmp_path / "mine"
+    directory.mkdir(mode=0o700)
+    env = {**no_runtime_dir, "TERMINAL_REGISTRY_SOCKET": str(directory / "s.sock")}
+    try:
+        first = cli("list", env=env)
+        assert first.returncode == 0, first.stderr
+        assert "started a background server" in first.stderr
+        assert cli("stop", env=env).returncode == 0
+        again = cli("list", env=env)
+        assert again.returncode == 0, again.stderr
+    finally:
+        cli("stop", env=env)
+
+
+def test_errors_under_json_are_json(no_runtime_dir: dict[str, str]) -> None:
+    result = cli("close", "--json", "987654", env=no_runtime_dir)
+    assert result.returncode == 2
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == -32001
+    assert "987654" in error["message"]
+
+
+def test_kill_on_an_idle_terminal_says_so(no_runtime_dir: dict[str, str], tmp_path: Path) -> None:
+    cli("run", "--cwd", str(tmp_path), "--", "true", env=no_runtime_dir)
+    terminal_id = json.loads(cli("list", "--json", env=no_runtime_dir).stdout)[0]["id"]
+    result = cli("kill", str(terminal_id), env=no_runtime_dir)
+    assert result.returncode == 0
+    assert "killed" not in result.stdout
+    assert "no command" in result.stdout
+
+
+def test_list_has_a_header_and_aligned_columns(
+    no_runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    cli(
+        "run",
+        "--task",
+        "a-long-task-name",
+        "--cwd",
+        str(tmp_path),
+        "--",
+        "true",
+        env=no_runtime_dir,
+    )
+    cli("run", "--task", "b", "--cwd", "/", "--", "true", env=no_runtime_dir)
+    lines = cli("list", env=no_runtime_dir).stdout.splitlines()
+    assert lines[0].split()[:3] == ["ID", "TASK", "PROVIDER"]
+    rows = zip(lines[1:], [str(tmp_path), "/"], strict=True)
+    cwd_column = {line.index(path) for line, path in rows}
+    assert len(cwd_column) == 1  # the cwd column starts at the same place in every row
