@@ -25,7 +25,7 @@ whatever they read.  :func:`frame` is the other direction.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["MAX_BODY", "FramingError", "MessageFramer", "frame"]
 
@@ -41,9 +41,12 @@ _MAX_HEADER_LINE = 256
 MAX_BODY = 64 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class FramingError:
-    """Something in the stream that is not a well-framed message."""
+class FramingError(NamedTuple):
+    """Something in the stream that is not a well-framed message.
+
+    (A NamedTuple rather than a dataclass: the CLI imports this module, and
+    ``dataclasses`` alone would add a tenth to its start-up.)
+    """
 
     message: str
 
