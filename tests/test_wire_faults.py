@@ -192,7 +192,12 @@ async def test_socket_path_that_is_a_regular_file_is_not_deleted(tmp_path: Path)
         str(victim),
         stderr=asyncio.subprocess.PIPE,
     )
-    _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        if process.returncode is None:  # it served on the path: end it
+            process.kill()
+            await process.wait()
     assert process.returncode == 2
     assert victim.read_text() == "keep me"
     assert b"not a socket" in stderr
