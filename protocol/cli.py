@@ -59,7 +59,7 @@ def _serve(args: argparse.Namespace) -> int:
     async def serve() -> int:
         server = Hub()
         if args.socket:
-            await server.serve_socket(args.socket)
+            await server.serve_socket(args.socket, export=args.export_socket)
             daemon.write_pid_file(args.socket)
         if args.ready_fd is not None:
             os.write(args.ready_fd, b"ready\n")
@@ -358,6 +358,12 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve the registry over JSON-RPC")
     serve.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout")
     serve.add_argument("--socket", help="also serve any number of clients on this socket")
+    serve.add_argument(
+        "--export-socket",
+        action="store_true",
+        help="tell the terminals where the socket is ($TERMINAL_REGISTRY_SOCKET), so "
+        "agents running inside them can reach this registry",
+    )
     serve.add_argument("--log-level", default="WARNING")
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
 

@@ -117,7 +117,9 @@ class Hub:
         # The IDE's pipe closed or it said exit: the server's job is done.
         self.stop(connection.exit_code)
 
-    async def serve_socket(self, path: str) -> None:
+    async def serve_socket(self, path: str, *, export: bool = False) -> None:
+        """Listen on ``path`` too; with ``export``, terminals are told where (the variable
+        ``TERMINAL_REGISTRY_SOCKET``), so that agents inside them can reach it."""
         path = os.path.abspath(path)
         check_socket_directory(os.path.dirname(path))
         if os.path.lexists(path):
@@ -129,8 +131,12 @@ class Hub:
         self._socket_server = await asyncio.start_unix_server(self._accept, path)
         os.chmod(path, 0o600)
         self._socket_path = path
-        # Terminals started from now on can reach this registry.
-        os.environ[SOCKET_VARIABLE] = path
+        if export:
+            # Terminals started from now on are told where this registry is.
+            os.environ[SOCKET_VARIABLE] = path
+        else:
+            # Not asked: no terminal of ours names a socket (not even one inherited).
+            os.environ.pop(SOCKET_VARIABLE, None)
         log.info("serving on %s", path)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

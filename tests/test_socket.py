@@ -155,7 +155,7 @@ async def test_stdio_server_shares_its_registry_on_a_socket(tmp_path: Path) -> N
     directory = tmp_path / "run"
     directory.mkdir(mode=0o700)
     path = directory / "ide.sock"
-    ide = await StdioServer.start("--socket", str(path))
+    ide = await StdioServer.start("--socket", str(path), "--export-socket")
     try:
         await ide.initialize()
         result = await ide.call(
@@ -176,3 +176,19 @@ async def test_stdio_server_shares_its_registry_on_a_socket(tmp_path: Path) -> N
     finally:
         await ide.stop()
     assert not path.exists()
+
+
+async def test_the_socket_is_not_exported_unless_asked(tmp_path: Path) -> None:
+    directory = tmp_path / "run"
+    directory.mkdir(mode=0o700)
+    path = directory / "ide.sock"
+    ide = await StdioServer.start("--socket", str(path))
+    try:
+        await ide.initialize()
+        result = await ide.call(
+            "terminal/run",
+            {"command": 'echo "[${TERMINAL_REGISTRY_SOCKET-unset}]"', "cwd": str(tmp_path)},
+        )
+        assert result["output"] == "[unset]\n"
+    finally:
+        await ide.stop()
