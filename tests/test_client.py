@@ -4,10 +4,10 @@ cancellation, and the synchronous wrapper."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import psutil
 import pytest
 import pytest_asyncio
 
@@ -18,6 +18,7 @@ from protocol.client import (
     TerminalBusyError,
     UnknownTerminalError,
 )
+from registry.processes import tagged_processes
 
 FAST = {"killGraceMs": 500, "hotTimeoutMs": 300}
 
@@ -74,7 +75,9 @@ async def test_cancelling_the_caller_interrupts_the_command(
 ) -> None:
     ended = asyncio.Event()
     client.on("terminal/didEndRun", lambda params: ended.set())
-    task = asyncio.ensure_future(client.run("sleep 130", cwd=str(tmp_path), task_id="c3"))
+    tag = f"c3-{os.getpid()}-{id(tmp_path)}"
+    command = f"TR_TEST_TAG={tag} sleep 130"
+    task = asyncio.ensure_future(client.run(command, cwd=str(tmp_path), task_id="c3"))
     started = asyncio.Event()
     client.on("terminal/didStartRun", lambda params: started.set())
     await asyncio.wait_for(started.wait(), 30)
@@ -84,10 +87,8 @@ async def test_cancelling_the_caller_interrupts_the_command(
     # The server confirmed before the cancellation reached us: nothing runs on.
     terminals = await client.list(task_id="c3")
     assert [t.busy for t in terminals] == [False]
-    sleepers = [
-        p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "130"]
-    ]
-    assert sleepers == []
+    # Found by a tag of this test's own, never by name across the machine.
+    assert tagged_processes("TR_TEST_TAG", tag) == []
 
 
 def test_sync_wrapper(tmp_path: Path) -> None:
