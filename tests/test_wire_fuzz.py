@@ -54,13 +54,16 @@ class Round:
         self._next_id += 1
         return self._next_id if self._rng.random() < 0.5 else f"s{self._next_id}"
 
+    def _one_good(self) -> None:
+        msg_id = self._valid_id()
+        self.expected[msg_id] += 1
+        self.data += frame(json.dumps(_request(self._rng, msg_id)).encode())
+
     def _one(self) -> None:
         rng = self._rng
         kind = rng.choice(_KINDS)
         if kind == "good":
-            msg_id = self._valid_id()
-            self.expected[msg_id] += 1
-            self.data += frame(json.dumps(_request(rng, msg_id)).encode())
+            self._one_good()
         elif kind == "odd-id":
             odd = rng.choice([None, True, 1.5, [1], {"a": 1}])
             self.data += frame(json.dumps(_request(rng, odd)).encode())
@@ -77,11 +80,14 @@ class Round:
             message["method"] = "terminal/list"
             self.data += frame(json.dumps(message).encode())
         elif kind == "cut":
+            # Declared too long and followed by the next message: that message's
+            # header cuts the body, and both are answered.
             msg_id = self._valid_id()
-            self.expected[msg_id] += 1  # declared too long: the next header cuts it
+            self.expected[msg_id] += 1
             body = json.dumps(_request(rng, msg_id)).encode()
             self.data += b"Content-Length: %d\r\n\r\n" % (len(body) + rng.randint(1, 500))
             self.data += body
+            self._one_good()
         elif kind == "bare-header":
             self.data += b"Content-Length: %d\r\n\r\n" % rng.randint(1, 10**9)
         elif kind == "garbage":
