@@ -46,6 +46,7 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
+    from .connection import QueueLimits
     from .server import Hub
 
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
@@ -57,7 +58,11 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
 
     async def serve() -> int:
-        server = Hub()
+        limits = QueueLimits(
+            congested=min(args.max_queued_mb * 2**20 // 16, 4 * 2**20),
+            limit=args.max_queued_mb * 2**20,
+        )
+        server = Hub(limits=limits)
         if args.socket:
             await server.serve_socket(args.socket, export=args.export_socket)
             daemon.write_pid_file(args.socket)
@@ -363,6 +368,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="tell the terminals where the socket is ($TERMINAL_REGISTRY_SOCKET), so "
         "agents running inside them can reach this registry",
+    )
+    serve.add_argument(
+        "--max-queued-mb",
+        type=int,
+        default=64,
+        help="disconnect a client that lets more than this wait unread (default 64)",
     )
     serve.add_argument("--log-level", default="WARNING")
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)

@@ -54,7 +54,7 @@ from .errors import (
 from .framing import FramingError, MessageFramer
 from .notifications import Fanout
 from .options import apply_options
-from .transport import StreamWriterAdapter
+from .transport import CONGESTED_BYTES, MAX_QUEUED_BYTES, StreamWriterAdapter
 from .types import converter_factory
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "Connection",
     "ConnectionProtocol",
     "ConnectionServer",
+    "QueueLimits",
     "Shared",
     "as_rpc_error",
 ]
@@ -91,6 +92,14 @@ def available_shells() -> list[str]:
         if path:
             found.append(os.path.realpath(path))
     return found
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """How much may wait for one client (see :mod:`protocol.transport`)."""
+
+    congested: int = CONGESTED_BYTES
+    limit: int = MAX_QUEUED_BYTES
 
 
 @dataclass
@@ -312,6 +321,7 @@ class Connection:
         transport: asyncio.WriteTransport,
         *,
         owner: bool,
+        limits: QueueLimits | None = None,
     ) -> None:
         self.name = name
         self.owner = owner
@@ -320,7 +330,15 @@ class Connection:
         self.exit_code = 0
         self._shared = shared
         self._reader = reader
-        self._writer = StreamWriterAdapter(transport)
+        limits = limits or QueueLimits()
+        self._writer = StreamWriterAdapter(
+            transport,
+            congested=limits.congested,
+            limit=limits.limit,
+            on_overflow=self._overflowed,
+        )
+        #: Per terminal, characters of output this client missed while congested.
+        self._missed: dict[int, int] = {}
         self._done = asyncio.Event()
         self.server = ConnectionServer(shared, self)
         self.server.protocol.set_writer(self._writer)
@@ -336,8 +354,26 @@ class Connection:
             self._shared.watch_parent(client_pid)
 
     def notify(self, method: str, params: Any) -> None:
-        if self.is_initialized and not self._done.is_set():
-            self.protocol.notify(method, params)
+        if not self.is_initialized or self._done.is_set():
+            return
+        if method == methods.DID_WRITE:
+            # Output is what a client that does not read piles up: held back while
+            # congested, and the next didWrite says how much was missed (a mirror
+            # repaints with terminal/replay).
+            terminal_id = params["terminalId"]
+            if self._writer.congested(len(params["data"])):
+                self._missed[terminal_id] = self._missed.get(terminal_id, 0) + len(params["data"])
+                return
+            missed = self._missed.pop(terminal_id, None)
+            if missed:
+                params = {**params, "missed": missed}
+        elif method == methods.DID_CLOSE:
+            self._missed.pop(params["terminalId"], None)
+        self.protocol.notify(method, params)
+
+    def _overflowed(self) -> None:
+        log.warning("%s: the client does not read what it asked for: disconnected", self.name)
+        self._done.set()
 
     async def serve(self) -> None:
         """Read and dispatch until the client goes away or says ``exit``."""

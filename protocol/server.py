@@ -21,7 +21,7 @@ from typing import Any
 from registry.config import Settings
 from registry.registry import TerminalRegistry
 
-from .connection import Connection, Shared
+from .connection import Connection, QueueLimits, Shared
 from .handlers import HANDLERS
 from .listen import check_socket_directory, claim_stdio, peer_credentials, socket_accepts
 from .notifications import Fanout
@@ -36,8 +36,11 @@ SOCKET_VARIABLE = "TERMINAL_REGISTRY_SOCKET"
 class Hub:
     """The registry, its connections, and the server's lifecycle."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, limits: QueueLimits | None = None
+    ) -> None:
         self.settings = settings or Settings()
+        self.limits = limits or QueueLimits()
         self.registry = TerminalRegistry(self.settings)
         self.connections: set[Connection] = set()
         self.fanout = Fanout(self.registry, lambda: self.connections)
@@ -95,7 +98,9 @@ class Hub:
         *,
         owner: bool,
     ) -> Connection:
-        connection = Connection(self._shared, name, reader, transport, owner=owner)
+        connection = Connection(
+            self._shared, name, reader, transport, owner=owner, limits=self.limits
+        )
         for method, handler in HANDLERS.items():
             connection.server.feature(method)(handler)
         self.connections.add(connection)
