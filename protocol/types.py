@@ -204,6 +204,8 @@ class DidWriteParams:
     terminal_id: int
     data: str
     run_id: int | None = None
+    #: Characters this client did not get because it was not reading (per connection).
+    missed: int | None = None
 
 
 @attrs.define
@@ -244,7 +246,12 @@ NOTIFICATIONS: dict[str, type] = {
 
 
 #: Fields left off the wire when None (docs/protocol.md: "subprocess provider only").
-_OMIT_IF_NONE = {(RunResult, "stdout"), (RunResult, "stderr"), (RunResult, "note")}
+_OMIT_IF_NONE = {
+    (RunResult, "stdout"),
+    (RunResult, "stderr"),
+    (RunResult, "note"),
+    (DidWriteParams, "missed"),
+}
 
 
 @attrs.frozen

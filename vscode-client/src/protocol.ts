@@ -179,6 +179,8 @@ export interface DidWriteParams {
   runId?: number | null;
   /** Raw output, escape sequences kept, decoded as UTF-8 without split characters. */
   data: string;
+  /** Characters this client did not get while it was not reading (repaint with a replay). */
+  missed?: number;
 }
 
 export interface DidEndRunParams {
