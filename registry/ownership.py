@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -252,6 +253,12 @@ def reap(record: OwnershipRecord, grace: float = 1.0) -> Reaped:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     psutil.wait_procs(alive, timeout=grace)
+    # A group is removable once its last member has left it (a killed process leaves
+    # when its exit completes, a moment after the signal).
+    groups = [record.cgroup, *(e.get("cgroup") or {} for e in record.terminals.values())]
+    deadline = time.monotonic() + grace
+    while any(_all_members(paths) for paths in groups) and time.monotonic() < deadline:
+        time.sleep(0.01)
     for entry in record.terminals.values():
         scratch = entry.get("scratch")
         if scratch and os.path.isdir(scratch):

@@ -4,6 +4,7 @@ a cleared environment)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -46,21 +48,29 @@ FAKE_SERVER = textwrap.dedent(
             with open(path, "w") as f:
                 f.write("0")
 
+    # Each process says so through a FIFO just before it becomes its sleep (an
+    # event to await, not a guess); the shell itself becomes the last one.
+    fifo = os.path.join(scratch, "ready")
+    os.mkfifo(fifo)
+    ready = os.fdopen(os.open(fifo, os.O_RDWR), "r")
+
+    def sleeper(n):
+        return f"sh -c 'echo {n} > {fifo}; exec sleep 300{n}.{token}'"
+
     script = f'''
-    sleep 3001.{token} &
-    setsid sleep 3002.{token} &
-    nohup sleep 3003.{token} >/dev/null 2>&1 &
-    ( ( sleep 3004.{token} & ) & )
-    bash -c 'trap "" TERM HUP INT; exec sleep 3005.{token}' &
-    env -i setsid -f sleep 3006.{token}
-    env -u TERMINAL_REGISTRY_TERMINAL -u {SERVER_TAG_VARIABLE} setsid -f sleep 3007.{token}
-    echo started
-    exec sleep 3000.{token}
+    {sleeper(1)} &
+    setsid {sleeper(2)} &
+    nohup {sleeper(3)} >/dev/null 2>&1 &
+    ( ( {sleeper(4)} & ) & )
+    bash -c 'trap "" TERM HUP INT; exec {sleeper(5)}' &
+    env -i setsid -f {sleeper(6)}
+    env -u TERMINAL_REGISTRY_TERMINAL -u {SERVER_TAG_VARIABLE} setsid -f {sleeper(7)}
+    exec {sleeper(0)}
     '''
-    shell = subprocess.Popen(
-        ["bash", "-c", script], env=env, preexec_fn=join, stdout=subprocess.PIPE
-    )
-    assert shell.stdout.readline() == b"started\\n"
+    shell = subprocess.Popen(["bash", "-c", script], env=env, preexec_fn=join)
+    seen = set()
+    while len(seen) < 8:
+        seen.add(ready.readline().strip())
     record.add_terminal(
         1, tag=terminal_tag, pid=shell.pid, scratch=scratch,
         cgroup=group.paths if group else None,
@@ -101,6 +111,16 @@ def _start_fake_server(
     assert server.stdout is not None
     info = json.loads(server.stdout.readline())
     return server, info, token, scratch
+
+
+@pytest.fixture(autouse=True)
+def _leave_nothing(tmp_path: Path) -> Iterator[None]:
+    """Whatever a failing test leaves: the fake server ends, its record is reaped."""
+    yield
+    for proc in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    reap_stale(str(tmp_path / "state"))
 
 
 needs_cgroups = pytest.mark.skipif(
