@@ -40,6 +40,12 @@ def _scratch_root() -> str | None:
     return None  # the system's temp dir
 
 
+def _write_private(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+
+
 def shell_kind(shell: str) -> str | None:
     """``bash``, ``zsh`` or ``fish`` from a shell path; None for any other shell."""
     name = os.path.basename(shell)
@@ -98,7 +104,10 @@ def prepare_launch(
 
     temp_dir = tempfile.mkdtemp(prefix="terminal-registry-", dir=_scratch_root())
     os.chmod(temp_dir, 0o700)
-    env["TERMINAL_REGISTRY_NONCE"] = nonce
+    # The nonce goes through a file the integration reads and deletes, never through
+    # the environment or argv: the kernel keeps a process's initial environment
+    # readable in /proc/<pid>/environ for its whole life, `unset` or not.
+    _write_private(os.path.join(temp_dir, "nonce"), nonce)
     env["TERMINAL_REGISTRY_DIR"] = temp_dir
     if kind == "bash":
         if login:

@@ -9,12 +9,18 @@
 # the user's $?, PROMPT_COMMAND (string or array), DEBUG trap and bash-preexec arrays.
 # Every variable reference survives `set -u`.
 
-# The nonce stays in a shell variable only: neither the user's startup files nor the
-# programs started from here can read it from their environment and forge markers.
-__tr_nonce="${TERMINAL_REGISTRY_NONCE-}"
+# The nonce comes in a file of our private directory, read once and deleted; from then
+# on it lives in an unexported shell variable only, so no program started from here
+# finds it in any environment, argv or file (/proc/<pid>/environ keeps the initial
+# environment for good: the nonce was never in it).
 __tr_dir="${TERMINAL_REGISTRY_DIR-}"
 __tr_login="${TERMINAL_REGISTRY_LOGIN-}"
-unset TERMINAL_REGISTRY_NONCE TERMINAL_REGISTRY_DIR TERMINAL_REGISTRY_LOGIN
+__tr_nonce=""
+if [[ -n "$__tr_dir" && -r "$__tr_dir/nonce" ]]; then
+  IFS= builtin read -r __tr_nonce <"$__tr_dir/nonce"
+  command rm -f -- "$__tr_dir/nonce"
+fi
+unset TERMINAL_REGISTRY_DIR TERMINAL_REGISTRY_LOGIN
 
 __tr_osc() {
   builtin printf '\e]633;%s;%s\a' "$1" "$__tr_nonce"
@@ -114,6 +120,9 @@ __tr_ps1_ours=""
 __tr_ps2_ours=""
 __tr_wrap_prompts() {
   local status="$?"
+  # Our prompts carry the nonce: an rc that exports them would hand it to every
+  # program started from here.
+  builtin export -n PS0 PS1 PS2 2>/dev/null
   if [[ -z "$__tr_ps1_ours" || "${PS1-}" != "$__tr_ps1_ours" ]]; then
     __tr_ps1_ours="\[\e]633;A;$__tr_nonce\a\]${PS1-}\[\e]633;B;$__tr_nonce\a\]"
     PS1="$__tr_ps1_ours"

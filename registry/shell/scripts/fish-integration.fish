@@ -6,8 +6,13 @@
 #   D;<exit code> when it has ended, P;Cwd=<dir> before every prompt.
 # fish has no continuation prompt, so there is no F/G.
 
-set -g __tr_nonce "$TERMINAL_REGISTRY_NONCE"
-set -e TERMINAL_REGISTRY_NONCE
+# The nonce comes in a file of our private directory, read once and deleted; it lives
+# in an unexported variable only, never in any environment or argv.
+set -g __tr_nonce ""
+if test -n "$TERMINAL_REGISTRY_DIR"; and test -r "$TERMINAL_REGISTRY_DIR/nonce"
+    read -g __tr_nonce <"$TERMINAL_REGISTRY_DIR/nonce"
+    command rm -f -- "$TERMINAL_REGISTRY_DIR/nonce"
+end
 set -e TERMINAL_REGISTRY_DIR
 test -n "$__tr_nonce"; or exit 0
 

@@ -62,6 +62,9 @@ __tr_ps1_ours=""
 __tr_ps2_ours=""
 __tr_wrap_prompts() {
   local __tr_status="$?"
+  # Our prompts carry the nonce: an rc that exports them would hand it to every
+  # program started from here.
+  typeset -g +x PS1 PS2
   if [[ -z "$__tr_ps1_ours" || "${PS1-}" != "$__tr_ps1_ours" ]]; then
     __tr_ps1_ours="%{"$'\e'"]633;A;$__tr_nonce"$'\a'"%}${PS1-}%{"$'\e'"]633;B;$__tr_nonce"$'\a'"%}"
     PS1="$__tr_ps1_ours"
