@@ -107,8 +107,8 @@ class TerminalRegistry:
     def unsubscribe(self, listener: RegistryListener) -> None:
         self._listeners.remove(listener)
 
-    def _emit(self, event: str, *args: object) -> None:
-        self._listeners.emit(event, *args)
+    def _changed(self, terminal: Terminal) -> None:
+        self._listeners.call(lambda listener: listener.on_change(terminal))
 
     # -- lookup -------------------------------------------------------------------
 
@@ -177,13 +177,13 @@ class TerminalRegistry:
         self._entries[terminal_id] = entry
         self._index.setdefault((provider, entry.key), {})[terminal_id] = None
         terminal.subscribe(_EntryListener(self, entry))
-        self._emit("on_open", terminal)
+        self._listeners.call(lambda listener: listener.on_open(terminal))
         return entry
 
     def _bind(self, entry: TerminalEntry, task_id: str | None) -> None:
         if entry.task_id != task_id:
             entry.task_id = task_id
-            self._emit("on_change", entry.terminal)
+            self._changed(entry.terminal)
 
     # -- queries ------------------------------------------------------------------
 
@@ -385,7 +385,7 @@ class TerminalRegistry:
         if run is not None:
             entry.unread.output(run, data)
         if not was_hot:
-            self._emit("on_change", entry.terminal)
+            self._changed(entry.terminal)
         self._schedule_cooling(entry)
 
     def _schedule_cooling(self, entry: TerminalEntry) -> None:
@@ -401,7 +401,7 @@ class TerminalRegistry:
             if entry.hot.is_hot():
                 self._schedule_cooling(entry)
             else:
-                self._emit("on_change", entry.terminal)
+                self._changed(entry.terminal)
 
         entry.cool_timer = loop.call_later(entry.hot.cools_in() + 0.01, check)
 
@@ -415,7 +415,7 @@ class _EntryListener(TerminalListener):
 
     def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
         self._registry._output(self._entry, data, run)
-        self._registry._emit("on_output", terminal, data, run)
+        self._registry._listeners.call(lambda listener: listener.on_output(terminal, data, run))
 
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
         entry = self._entry
@@ -427,16 +427,16 @@ class _EntryListener(TerminalListener):
         if note:
             run.note = f"{note}; {run.note}" if run.note else note
             entry.fallback_note = None
-        self._registry._emit("on_run_start", terminal, run)
+        self._registry._listeners.call(lambda listener: listener.on_run_start(terminal, run))
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
         self._entry.unread.run_ended(run)
-        self._registry._emit("on_run_end", terminal, run)
+        self._registry._listeners.call(lambda listener: listener.on_run_end(terminal, run))
 
     def on_change(self, terminal: Terminal) -> None:
         self._registry._terminal_changed(self._entry)
-        self._registry._emit("on_change", terminal)
+        self._registry._changed(terminal)
 
     def on_close(self, terminal: Terminal) -> None:
         self._registry._terminal_closed(self._entry)
-        self._registry._emit("on_close", terminal)
+        self._registry._listeners.call(lambda listener: listener.on_close(terminal))
