@@ -26,11 +26,9 @@ import signal
 import tempfile
 from collections.abc import Mapping
 
-import psutil
-
 from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
-from ..processes import descendants, end_processes, tagged_processes
+from ..processes import end_processes, process_tree, tagged_processes
 from ..run import RunState, TerminalRun
 from .base import IntegrationState, Terminal, existing_directory
 from .children import (
@@ -237,16 +235,10 @@ class SubprocessTerminal(Terminal):
 
     async def _end_command(self, run: TerminalRun, pid: int) -> None:
         """SIGTERM, grace, SIGKILL: the process group, its tree and escaped children."""
-        procs: dict[int, psutil.Process] = {}
-        with contextlib.suppress(psutil.Error):
-            procs[pid] = psutil.Process(pid)
-        for proc in descendants(pid):
-            procs[proc.pid] = proc
-        for proc in tagged_processes(RUN_TAG_VARIABLE, f"{self._tag}.{run.id}"):
-            procs[proc.pid] = proc
+        procs = process_tree(pid, RUN_TAG_VARIABLE, f"{self._tag}.{run.id}")
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGTERM)
-        await end_processes(list(procs.values()), self._settings.kill_grace)
+        await end_processes(procs, self._settings.kill_grace)
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
 
