@@ -1,6 +1,6 @@
 """TerminalRegistry: few terminals, reused by task and by where they actually stand.
 
-Lookup (``get_or_create``), exactly as DESIGN.md says:
+Lookup (``get_or_create``):
 
 1. closed terminals are dropped (they leave the index when they close);
 2. tier 1: an idle terminal bound to the task, same provider, same *live* cwd;
@@ -14,9 +14,13 @@ Terminals are indexed by (provider, normalised live cwd), and the index follows
 terminals answer as fast as 10.  Choosing is synchronous -- no await between looking
 and binding -- so two tasks asking at once never get the same terminal.
 
+Terminals are created through :data:`PROVIDERS`, one entry per provider.
+
 The registry also keeps, per terminal, the output not yet retrieved
-(:mod:`registry.unread`) and whether it is hot (:mod:`registry.hot`), and reports
-everything to its listeners (the protocol layer) without knowing who they are.
+(:mod:`registry.unread`) and whether it is hot (:mod:`registry.hot`), takes the
+snapshots the environment report is rendered from (:mod:`registry.environment`),
+and reports everything to its listeners (the protocol layer) without knowing who
+they are.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import time
 from collections.abc import Mapping
 
 from .config import Settings
-from .environment import EnvironmentReport, build_report
+from .environment import EnvironmentReport, ReportedRun, ReportedTerminal, render_report
 from .errors import UnknownTerminalError
 from .hot import HotTracker
 from .listeners import Listeners
@@ -39,13 +43,18 @@ from .run import TerminalRun
 from .terminals.base import IntegrationState, Terminal, TerminalListener, existing_directory
 from .terminals.shell import ShellTerminal
 from .terminals.subprocess import SubprocessTerminal
-from .unread import RunOutputQueue
+from .unread import RunOutputQueue, UnreadRun
 
 __all__ = ["PROVIDERS", "RegistryListener", "TerminalEntry", "TerminalRegistry", "normalise_path"]
 
 log = logging.getLogger(__name__)
 
-PROVIDERS = ("shell", "subprocess")
+#: Every provider by name, and the terminal class whose ``create`` starts one.
+#: A new provider (ssh, a container) is a Terminal subclass and one entry here.
+PROVIDERS: Mapping[str, type[Terminal]] = {
+    ShellTerminal.provider: ShellTerminal,
+    SubprocessTerminal.provider: SubprocessTerminal,
+}
 
 
 def normalise_path(path: str) -> str:
@@ -98,6 +107,9 @@ class TerminalRegistry:
         self._ids = itertools.count(1)
         self._listeners: Listeners[RegistryListener] = Listeners()
         self._closing = False
+        #: Set (and replaced) when a terminal may have stopped being busy and hot:
+        #: what a report waiting for hot terminals to cool down waits on.
+        self._cooled = asyncio.Event()
 
     # -- observers ----------------------------------------------------------------
 
@@ -108,7 +120,14 @@ class TerminalRegistry:
         self._listeners.remove(listener)
 
     def _changed(self, terminal: Terminal) -> None:
+        self._wake_reports()
         self._listeners.call(lambda listener: listener.on_change(terminal))
+
+    def _wake_reports(self) -> None:
+        """A terminal changed (it cooled down, its run ended, it closed): reports
+        waiting for hot terminals to cool down look again."""
+        self._cooled.set()
+        self._cooled = asyncio.Event()
 
     # -- lookup -------------------------------------------------------------------
 
@@ -123,7 +142,7 @@ class TerminalRegistry:
     ) -> Terminal:
         """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none."""
         if provider not in PROVIDERS:
-            raise ValueError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
+            raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
         key = normalise_path(existing_directory(cwd))
         entry = self._find(provider, key, task_id) if shell is None and not env else None
         if entry is None:
@@ -164,15 +183,9 @@ class TerminalRegistry:
         env: Mapping[str, str] | None,
     ) -> TerminalEntry:
         terminal_id = next(self._ids)
-        terminal: Terminal
-        if provider == "shell":
-            terminal = await ShellTerminal.spawn(
-                terminal_id, cwd, self.settings, shell=shell, env=env
-            )
-        else:
-            terminal = await SubprocessTerminal.create(
-                terminal_id, cwd, self.settings, shell=shell, env=env
-            )
+        terminal = await PROVIDERS[provider].create(
+            terminal_id, cwd, self.settings, shell=shell, env=env
+        )
         entry = TerminalEntry(terminal, task_id, self.settings)
         self._entries[terminal_id] = entry
         self._index.setdefault((provider, entry.key), {})[terminal_id] = None
@@ -317,29 +330,30 @@ class TerminalRegistry:
         self,
         task_id: str | None = None,
         cooldown_timeout: float | None = None,
-        *,
-        poll_interval: float = 0.1,
     ) -> EnvironmentReport:
         """What the task's terminals are doing, once hot ones have cooled down.
 
         Covers the task's own terminals and released (unbound) ones; with no task,
-        every terminal.  Waits (polling) until no busy covered terminal is hot, for at
-        most ``cooldown_timeout``.  Reporting marks the output retrieved.
+        every terminal.  Waits until no busy covered terminal is hot, for at most
+        ``cooldown_timeout``: woken by the terminals' cooling timers and run ends,
+        not by polling.  Reporting marks the output retrieved.
         """
         if cooldown_timeout is None:
             cooldown_timeout = self.settings.cooldown_timeout
         covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
         while any(e.terminal.busy and e.hot.is_hot() for e in covered):
-            if time.monotonic() >= deadline:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 break
-            await asyncio.sleep(poll_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._cooled.wait(), remaining)
         covered = self.covered_entries(task_id)
-        report = build_report(covered)
+        snapshots = [s for s in map(_snapshot, covered) if s is not None]
         for entry in covered:
             if entry.terminal.closed:
                 self._closed_unread.pop(entry.terminal.id, None)
-        return report
+        return render_report(snapshots)
 
     def covered_entries(self, task_id: str | None) -> builtins.list[TerminalEntry]:
         """The terminals a task's report covers: its own and released ones (every
@@ -378,6 +392,7 @@ class TerminalRegistry:
             entry.cool_timer.cancel()
         if entry.unread.has_unread_completed():
             self._closed_unread[terminal.id] = entry
+        self._wake_reports()
 
     def _output(self, entry: TerminalEntry, data: bytes, run: TerminalRun | None) -> None:
         was_hot = entry.hot.is_hot()
@@ -403,7 +418,35 @@ class TerminalRegistry:
             else:
                 self._changed(entry.terminal)
 
+        # 10 ms past the moment it cools: asyncio runs a timer that is due within one
+        # clock resolution, so one set for the exact moment could find the terminal
+        # hot still by a hair and set itself again for no time at all.
         entry.cool_timer = loop.call_later(entry.hot.cools_in() + 0.01, check)
+
+
+def _snapshot(entry: TerminalEntry) -> ReportedTerminal | None:
+    """One terminal for the report, taking its unread output; None if it has nothing
+    to report (not running, and no output unread)."""
+    terminal = entry.terminal
+    running = terminal.current_run if not terminal.closed else None
+    runs = [_reported(unread) for unread in entry.unread.take()]
+    if running is None and not runs:
+        return None
+    command_line = running.command_line if running is not None else None
+    return ReportedTerminal(
+        terminal.id, entry.task_id, terminal.cwd, running is not None, command_line, runs
+    )
+
+
+def _reported(unread: UnreadRun) -> ReportedRun:
+    return ReportedRun(
+        unread.run_id,
+        unread.command_line,
+        unread.state.value,
+        unread.exit_code,
+        unread.ended,
+        unread.text,
+    )
 
 
 class _EntryListener(TerminalListener):
