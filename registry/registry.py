@@ -16,11 +16,10 @@ and binding -- so two tasks asking at once never get the same terminal.
 
 Terminals are created through :data:`PROVIDERS`, one entry per provider.
 
-The registry also keeps, per terminal, the output not yet retrieved
-(:mod:`registry.unread`) and whether it is hot (:mod:`registry.hot`), takes the
-snapshots the environment report is rendered from (:mod:`registry.environment`),
-and reports everything to its listeners (the protocol layer) without knowing who
-they are.
+The registry also keeps an entry per terminal (:mod:`registry.entry`: its task,
+unread output and hot state), waits for hot terminals to cool down before a report
+and renders the entries' snapshots (:mod:`registry.environment`), and tells its
+listeners (the protocol layer) everything without knowing who they are.
 """
 
 from __future__ import annotations
@@ -35,15 +34,14 @@ import time
 from collections.abc import Mapping
 
 from .config import Settings
-from .environment import EnvironmentReport, ReportedRun, ReportedTerminal, render_report
+from .entry import TerminalEntry, normalise_path
+from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
-from .hot import HotTracker
 from .listeners import Listeners
 from .run import TerminalRun
 from .terminals.base import IntegrationState, Terminal, TerminalListener, existing_directory
 from .terminals.shell import ShellTerminal
 from .terminals.subprocess import SubprocessTerminal
-from .unread import RunOutputQueue, UnreadRun
 
 __all__ = ["PROVIDERS", "RegistryListener", "TerminalEntry", "TerminalRegistry", "normalise_path"]
 
@@ -57,42 +55,11 @@ PROVIDERS: Mapping[str, type[Terminal]] = {
 }
 
 
-def normalise_path(path: str) -> str:
-    """A key under which equal directories compare equal.
-
-    Absolute, ``..`` and trailing slashes resolved, symlinks followed; case folded
-    only where the file system ignores case (Windows).
-    """
-    return os.path.normcase(os.path.realpath(os.path.abspath(os.path.expanduser(path))))
-
-
 class RegistryListener(TerminalListener):
     """Hears about every terminal of a registry: its own events plus ``on_open``."""
 
     def on_open(self, terminal: Terminal) -> None:
         """A terminal was created and registered."""
-
-
-class TerminalEntry:
-    """What the registry knows of one terminal besides the terminal itself."""
-
-    def __init__(self, terminal: Terminal, task_id: str | None, settings: Settings) -> None:
-        self.terminal = terminal
-        self.task_id = task_id
-        #: Handed to this task and not used yet: other tasks must not take it.
-        self.claimed_by: str | None = None
-        self.claimed = False
-        self.key = normalise_path(terminal.cwd)
-        self.unread = RunOutputQueue(
-            settings.run_output_cap,
-            settings.output_line_limit,
-            settings.output_character_limit,
-            settings.compress_progress_bar,
-        )
-        self.hot = HotTracker(settings.hot_timeout, settings.hot_compiling_timeout)
-        self.cool_timer: asyncio.TimerHandle | None = None
-        #: Said on the next run's note: why this terminal runs a shell's command.
-        self.fallback_note: str | None = None
 
 
 class TerminalRegistry:
@@ -148,8 +115,7 @@ class TerminalRegistry:
         if entry is None:
             entry = await self._create(provider, cwd, task_id, shell=shell, env=env)
         self._bind(entry, task_id)
-        entry.claimed = True
-        entry.claimed_by = task_id
+        entry.claim(task_id)
         return entry.terminal
 
     def _find(self, provider: str, key: str, task_id: str | None) -> TerminalEntry | None:
@@ -308,8 +274,7 @@ class TerminalRegistry:
         """Unbind the task's terminals; they become background terminals. Kills nothing."""
         for entry in self._entries.values():
             if entry.task_id == task_id:
-                entry.claimed = False
-                entry.claimed_by = None
+                entry.unclaim()
                 self._bind(entry, None)
 
     async def close_terminal(self, terminal_id: int) -> None:
@@ -349,7 +314,7 @@ class TerminalRegistry:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._cooled.wait(), remaining)
         covered = self.covered_entries(task_id)
-        snapshots = [s for s in map(_snapshot, covered) if s is not None]
+        snapshots = [s for s in (e.snapshot() for e in covered) if s is not None]
         for entry in covered:
             if entry.terminal.closed:
                 self._closed_unread.pop(entry.terminal.id, None)
@@ -368,85 +333,29 @@ class TerminalRegistry:
 
     # -- terminal events ----------------------------------------------------------
 
+    def _unindex(self, entry: TerminalEntry) -> None:
+        where = (entry.terminal.provider, entry.key)
+        bucket = self._index.get(where)
+        if bucket is not None:
+            bucket.pop(entry.terminal.id, None)
+            if not bucket:
+                del self._index[where]
+
     def _terminal_changed(self, entry: TerminalEntry) -> None:
         key = normalise_path(entry.terminal.cwd)
         if key != entry.key:
-            provider = entry.terminal.provider
-            bucket = self._index.get((provider, entry.key))
-            if bucket is not None:
-                bucket.pop(entry.terminal.id, None)
-                if not bucket:
-                    del self._index[(provider, entry.key)]
+            self._unindex(entry)
             entry.key = key
-            self._index.setdefault((provider, key), {})[entry.terminal.id] = None
+            self._index.setdefault((entry.terminal.provider, key), {})[entry.terminal.id] = None
 
     def _terminal_closed(self, entry: TerminalEntry) -> None:
         terminal = entry.terminal
-        bucket = self._index.get((terminal.provider, entry.key))
-        if bucket is not None:
-            bucket.pop(terminal.id, None)
-            if not bucket:
-                del self._index[(terminal.provider, entry.key)]
+        self._unindex(entry)
         self._entries.pop(terminal.id, None)
-        if entry.cool_timer is not None:
-            entry.cool_timer.cancel()
+        entry.closed()
         if entry.unread.has_unread_completed():
             self._closed_unread[terminal.id] = entry
         self._wake_reports()
-
-    def _output(self, entry: TerminalEntry, data: bytes, run: TerminalRun | None) -> None:
-        was_hot = entry.hot.is_hot()
-        entry.hot.feed(data.decode("utf-8", "replace"))
-        if run is not None:
-            entry.unread.output(run, data)
-        if not was_hot:
-            self._changed(entry.terminal)
-        self._schedule_cooling(entry)
-
-    def _schedule_cooling(self, entry: TerminalEntry) -> None:
-        """Tell listeners when the terminal stops being hot (no polling for them)."""
-        if entry.cool_timer is not None:
-            return
-        loop = asyncio.get_running_loop()
-
-        def check() -> None:
-            entry.cool_timer = None
-            if entry.terminal.closed:
-                return
-            if entry.hot.is_hot():
-                self._schedule_cooling(entry)
-            else:
-                self._changed(entry.terminal)
-
-        # 10 ms past the moment it cools: asyncio runs a timer that is due within one
-        # clock resolution, so one set for the exact moment could find the terminal
-        # hot still by a hair and set itself again for no time at all.
-        entry.cool_timer = loop.call_later(entry.hot.cools_in() + 0.01, check)
-
-
-def _snapshot(entry: TerminalEntry) -> ReportedTerminal | None:
-    """One terminal for the report, taking its unread output; None if it has nothing
-    to report (not running, and no output unread)."""
-    terminal = entry.terminal
-    running = terminal.current_run if not terminal.closed else None
-    runs = [_reported(unread) for unread in entry.unread.take()]
-    if running is None and not runs:
-        return None
-    command_line = running.command_line if running is not None else None
-    return ReportedTerminal(
-        terminal.id, entry.task_id, terminal.cwd, running is not None, command_line, runs
-    )
-
-
-def _reported(unread: UnreadRun) -> ReportedRun:
-    return ReportedRun(
-        unread.run_id,
-        unread.command_line,
-        unread.state.value,
-        unread.exit_code,
-        unread.ended,
-        unread.text,
-    )
 
 
 class _EntryListener(TerminalListener):
@@ -457,19 +366,16 @@ class _EntryListener(TerminalListener):
         self._entry = entry
 
     def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
-        self._registry._output(self._entry, data, run)
+        # Hot now, and again once it cools: listeners hear both (no polling for them).
+        if self._entry.output(data, run, cooled=self._cooled):
+            self._registry._changed(terminal)
         self._registry._listeners.call(lambda listener: listener.on_output(terminal, data, run))
 
+    def _cooled(self) -> None:
+        self._registry._changed(self._entry.terminal)
+
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
-        entry = self._entry
-        entry.claimed = False  # used now: busy protects it, then it is reusable
-        entry.claimed_by = None
-        entry.unread.run_started(run)
-        entry.hot.reset()
-        note = entry.fallback_note
-        if note:
-            run.note = f"{note}; {run.note}" if run.note else note
-            entry.fallback_note = None
+        self._entry.run_started(run)
         self._registry._listeners.call(lambda listener: listener.on_run_start(terminal, run))
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
