@@ -36,17 +36,20 @@ def spawn_child(
 ) -> pexpect.spawn:
     """Start ``argv`` on a new PTY (echo on), with pexpect's close delays zeroed.
 
-    Raises :class:`pexpect.ExceptionPexpect` or :class:`OSError` when it cannot start.
+    Raises :class:`OSError` when it cannot start.
     """
-    child = pexpect.spawn(
-        argv[0],
-        list(argv[1:]),
-        env=dict(env),
-        cwd=cwd,
-        dimensions=(rows, cols),
-        preexec_fn=preexec_fn,
-        echo=True,
-    )
+    try:
+        child = pexpect.spawn(
+            argv[0],
+            list(argv[1:]),
+            env=dict(env),
+            cwd=cwd,
+            dimensions=(rows, cols),
+            preexec_fn=preexec_fn,
+            echo=True,
+        )
+    except pexpect.ExceptionPexpect as error:  # "command not found", mostly
+        raise OSError(str(error)) from error
     # close() sleeps ``delayafterclose`` (0.1 s) after closing the fd and terminate()
     # sleeps ``delayafterterminate`` (0.1 s) between its signals: time.sleep on the
     # loop's thread.  Our callers await the process's exit themselves before closing
@@ -62,7 +65,8 @@ def spawn_child(
 class AsyncPty:
     """A child process on a PTY, read and written without blocking the event loop.
 
-    Create with :meth:`spawn`, then :meth:`start_reading`; end with :meth:`close`.
+    Wrap a child from :func:`spawn_child`, then :meth:`start_reading`; end with
+    :meth:`close`.
     """
 
     def __init__(self, child: pexpect.spawn) -> None:
@@ -78,24 +82,6 @@ class AsyncPty:
         self.exit_status: int | None = None
         self.exit_signal: int | None = None
         os.set_blocking(self.fd, False)
-
-    @classmethod
-    def spawn(
-        cls,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        cwd: str,
-        rows: int,
-        cols: int,
-        preexec_fn: Callable[[], None],
-    ) -> AsyncPty:
-        """Start ``argv`` on a new PTY; :class:`OSError` when it cannot start."""
-        try:
-            child = spawn_child(argv, env=env, cwd=cwd, rows=rows, cols=cols, preexec_fn=preexec_fn)
-        except pexpect.ExceptionPexpect as error:  # "command not found", mostly
-            raise OSError(str(error)) from error
-        return cls(child)
 
     @property
     def closed(self) -> bool:

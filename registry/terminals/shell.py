@@ -45,7 +45,7 @@ from .base import IntegrationState, existing_directory
 from .children import TERMINAL_TAG_VARIABLE, agent_environment, new_tag, reset_signals
 from .heuristic import GuessedRun, drive
 from .phases import Phase, PhaseMachine, Submission
-from .pty import AsyncPty
+from .pty import AsyncPty, spawn_child
 
 __all__ = ["Phase", "ShellTerminal", "Submission"]
 
@@ -105,7 +105,7 @@ class ShellTerminal(PhaseMachine):
             shell, base, nonce, integration=integration, login=settings.login_shell
         )
         try:
-            pty = AsyncPty.spawn(
+            child = spawn_child(
                 launch.argv,
                 env=launch.env,
                 cwd=cwd,
@@ -116,23 +116,14 @@ class ShellTerminal(PhaseMachine):
         except OSError as error:
             launch.cleanup()
             raise SpawnError(f"cannot start shell {launch.shell!r}: {error}") from error
+        pty = AsyncPty(child)
         terminal = cls(terminal_id, cwd, settings, launch, nonce, tag, pty)
         pty.start_reading(terminal._on_data, terminal._on_eof)
         terminal._spawn_task(terminal._detect_integration())
         return terminal
 
-    @classmethod
-    async def create(
-        cls,
-        terminal_id: int,
-        cwd: str,
-        settings: Settings | None = None,
-        *,
-        shell: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> ShellTerminal:
-        """:meth:`spawn` with our integration: what the registry's provider table calls."""
-        return await cls.spawn(terminal_id, cwd, settings, shell=shell, env=env)
+    #: What the registry's provider table calls: :meth:`spawn`, with our integration.
+    create = spawn
 
     def _spawn_task(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)
