@@ -28,6 +28,7 @@ __all__ = [
     "descendants",
     "end_processes",
     "foreground_processes",
+    "process_tree",
     "signal_name",
     "tagged_processes",
     "wait_gone",
@@ -103,6 +104,16 @@ def tagged_processes(name: str, value: str) -> list[psutil.Process]:
         except (psutil.Error, OSError):
             continue
     return found
+
+
+def process_tree(pid: int, tag_variable: str, tag: str) -> list[psutil.Process]:
+    """``pid``, every live process below it and every process carrying the tag."""
+    found: dict[int, psutil.Process] = {}
+    with contextlib.suppress(psutil.Error):
+        found[pid] = psutil.Process(pid)
+    for proc in [*descendants(pid), *tagged_processes(tag_variable, tag)]:
+        found.setdefault(proc.pid, proc)
+    return list(found.values())
 
 
 def _alive(proc: psutil.Process) -> bool:

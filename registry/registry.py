@@ -1,6 +1,6 @@
 """TerminalRegistry: few terminals, reused by task and by where they actually stand.
 
-Lookup (``get_or_create``), exactly as DESIGN.md says:
+Lookup (``get_or_create``):
 
 1. closed terminals are dropped (they leave the index when they close);
 2. tier 1: an idle terminal bound to the task, same provider, same *live* cwd;
@@ -14,9 +14,12 @@ Terminals are indexed by (provider, normalised live cwd), and the index follows
 terminals answer as fast as 10.  Choosing is synchronous -- no await between looking
 and binding -- so two tasks asking at once never get the same terminal.
 
-The registry also keeps, per terminal, the output not yet retrieved
-(:mod:`registry.unread`) and whether it is hot (:mod:`registry.hot`), and reports
-everything to its listeners (the protocol layer) without knowing who they are.
+Terminals are created through :data:`PROVIDERS`, one entry per provider.
+
+The registry also keeps an entry per terminal (:mod:`registry.entry`: its task,
+unread output and hot state), waits for hot terminals to cool down before a report
+and renders the entries' snapshots (:mod:`registry.environment`), and tells its
+listeners (the protocol layer) everything without knowing who they are.
 """
 
 from __future__ import annotations
@@ -31,30 +34,25 @@ import time
 from collections.abc import Mapping
 
 from .config import Settings
-from .environment import EnvironmentReport, build_report
+from .entry import TerminalEntry, normalise_path
+from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
-from .hot import HotTracker
 from .listeners import Listeners
 from .run import TerminalRun
 from .terminals.base import IntegrationState, Terminal, TerminalListener, existing_directory
 from .terminals.shell import ShellTerminal
 from .terminals.subprocess import SubprocessTerminal
-from .unread import RunOutputQueue
 
 __all__ = ["PROVIDERS", "RegistryListener", "TerminalEntry", "TerminalRegistry", "normalise_path"]
 
 log = logging.getLogger(__name__)
 
-PROVIDERS = ("shell", "subprocess")
-
-
-def normalise_path(path: str) -> str:
-    """A key under which equal directories compare equal.
-
-    Absolute, ``..`` and trailing slashes resolved, symlinks followed; case folded
-    only where the file system ignores case (Windows).
-    """
-    return os.path.normcase(os.path.realpath(os.path.abspath(os.path.expanduser(path))))
+#: Every provider by name, and the terminal class whose ``create`` starts one.
+#: A new provider (ssh, a container) is a Terminal subclass and one entry here.
+PROVIDERS: Mapping[str, type[Terminal]] = {
+    ShellTerminal.provider: ShellTerminal,
+    SubprocessTerminal.provider: SubprocessTerminal,
+}
 
 
 class RegistryListener(TerminalListener):
@@ -62,28 +60,6 @@ class RegistryListener(TerminalListener):
 
     def on_open(self, terminal: Terminal) -> None:
         """A terminal was created and registered."""
-
-
-class TerminalEntry:
-    """What the registry knows of one terminal besides the terminal itself."""
-
-    def __init__(self, terminal: Terminal, task_id: str | None, settings: Settings) -> None:
-        self.terminal = terminal
-        self.task_id = task_id
-        #: Handed to this task and not used yet: other tasks must not take it.
-        self.claimed_by: str | None = None
-        self.claimed = False
-        self.key = normalise_path(terminal.cwd)
-        self.unread = RunOutputQueue(
-            settings.run_output_cap,
-            settings.output_line_limit,
-            settings.output_character_limit,
-            settings.compress_progress_bar,
-        )
-        self.hot = HotTracker(settings.hot_timeout, settings.hot_compiling_timeout)
-        self.cool_timer: asyncio.TimerHandle | None = None
-        #: Said on the next run's note: why this terminal runs a shell's command.
-        self.fallback_note: str | None = None
 
 
 class TerminalRegistry:
@@ -98,6 +74,9 @@ class TerminalRegistry:
         self._ids = itertools.count(1)
         self._listeners: Listeners[RegistryListener] = Listeners()
         self._closing = False
+        #: Set (and replaced) when a terminal may have stopped being busy and hot:
+        #: what a report waiting for hot terminals to cool down waits on.
+        self._cooled = asyncio.Event()
 
     # -- observers ----------------------------------------------------------------
 
@@ -107,8 +86,15 @@ class TerminalRegistry:
     def unsubscribe(self, listener: RegistryListener) -> None:
         self._listeners.remove(listener)
 
-    def _emit(self, event: str, *args: object) -> None:
-        self._listeners.emit(event, *args)
+    def _changed(self, terminal: Terminal) -> None:
+        self._wake_reports()
+        self._listeners.call(lambda listener: listener.on_change(terminal))
+
+    def _wake_reports(self) -> None:
+        """A terminal changed (it cooled down, its run ended, it closed): reports
+        waiting for hot terminals to cool down look again."""
+        self._cooled.set()
+        self._cooled = asyncio.Event()
 
     # -- lookup -------------------------------------------------------------------
 
@@ -123,14 +109,13 @@ class TerminalRegistry:
     ) -> Terminal:
         """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none."""
         if provider not in PROVIDERS:
-            raise ValueError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
+            raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
         key = normalise_path(existing_directory(cwd))
         entry = self._find(provider, key, task_id) if shell is None and not env else None
         if entry is None:
             entry = await self._create(provider, cwd, task_id, shell=shell, env=env)
         self._bind(entry, task_id)
-        entry.claimed = True
-        entry.claimed_by = task_id
+        entry.claim(task_id)
         return entry.terminal
 
     def _find(self, provider: str, key: str, task_id: str | None) -> TerminalEntry | None:
@@ -164,26 +149,20 @@ class TerminalRegistry:
         env: Mapping[str, str] | None,
     ) -> TerminalEntry:
         terminal_id = next(self._ids)
-        terminal: Terminal
-        if provider == "shell":
-            terminal = await ShellTerminal.spawn(
-                terminal_id, cwd, self.settings, shell=shell, env=env
-            )
-        else:
-            terminal = await SubprocessTerminal.create(
-                terminal_id, cwd, self.settings, shell=shell, env=env
-            )
+        terminal = await PROVIDERS[provider].create(
+            terminal_id, cwd, self.settings, shell=shell, env=env
+        )
         entry = TerminalEntry(terminal, task_id, self.settings)
         self._entries[terminal_id] = entry
         self._index.setdefault((provider, entry.key), {})[terminal_id] = None
         terminal.subscribe(_EntryListener(self, entry))
-        self._emit("on_open", terminal)
+        self._listeners.call(lambda listener: listener.on_open(terminal))
         return entry
 
     def _bind(self, entry: TerminalEntry, task_id: str | None) -> None:
         if entry.task_id != task_id:
             entry.task_id = task_id
-            self._emit("on_change", entry.terminal)
+            self._changed(entry.terminal)
 
     # -- queries ------------------------------------------------------------------
 
@@ -295,8 +274,7 @@ class TerminalRegistry:
         """Unbind the task's terminals; they become background terminals. Kills nothing."""
         for entry in self._entries.values():
             if entry.task_id == task_id:
-                entry.claimed = False
-                entry.claimed_by = None
+                entry.unclaim()
                 self._bind(entry, None)
 
     async def close_terminal(self, terminal_id: int) -> None:
@@ -317,29 +295,30 @@ class TerminalRegistry:
         self,
         task_id: str | None = None,
         cooldown_timeout: float | None = None,
-        *,
-        poll_interval: float = 0.1,
     ) -> EnvironmentReport:
         """What the task's terminals are doing, once hot ones have cooled down.
 
         Covers the task's own terminals and released (unbound) ones; with no task,
-        every terminal.  Waits (polling) until no busy covered terminal is hot, for at
-        most ``cooldown_timeout``.  Reporting marks the output retrieved.
+        every terminal.  Waits until no busy covered terminal is hot, for at most
+        ``cooldown_timeout``: woken by the terminals' cooling timers and run ends,
+        not by polling.  Reporting marks the output retrieved.
         """
         if cooldown_timeout is None:
             cooldown_timeout = self.settings.cooldown_timeout
         covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
         while any(e.terminal.busy and e.hot.is_hot() for e in covered):
-            if time.monotonic() >= deadline:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 break
-            await asyncio.sleep(poll_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._cooled.wait(), remaining)
         covered = self.covered_entries(task_id)
-        report = build_report(covered)
+        snapshots = [s for s in (e.snapshot() for e in covered) if s is not None]
         for entry in covered:
             if entry.terminal.closed:
                 self._closed_unread.pop(entry.terminal.id, None)
-        return report
+        return render_report(snapshots)
 
     def covered_entries(self, task_id: str | None) -> builtins.list[TerminalEntry]:
         """The terminals a task's report covers: its own and released ones (every
@@ -354,56 +333,29 @@ class TerminalRegistry:
 
     # -- terminal events ----------------------------------------------------------
 
+    def _unindex(self, entry: TerminalEntry) -> None:
+        where = (entry.terminal.provider, entry.key)
+        bucket = self._index.get(where)
+        if bucket is not None:
+            bucket.pop(entry.terminal.id, None)
+            if not bucket:
+                del self._index[where]
+
     def _terminal_changed(self, entry: TerminalEntry) -> None:
         key = normalise_path(entry.terminal.cwd)
         if key != entry.key:
-            provider = entry.terminal.provider
-            bucket = self._index.get((provider, entry.key))
-            if bucket is not None:
-                bucket.pop(entry.terminal.id, None)
-                if not bucket:
-                    del self._index[(provider, entry.key)]
+            self._unindex(entry)
             entry.key = key
-            self._index.setdefault((provider, key), {})[entry.terminal.id] = None
+            self._index.setdefault((entry.terminal.provider, key), {})[entry.terminal.id] = None
 
     def _terminal_closed(self, entry: TerminalEntry) -> None:
         terminal = entry.terminal
-        bucket = self._index.get((terminal.provider, entry.key))
-        if bucket is not None:
-            bucket.pop(terminal.id, None)
-            if not bucket:
-                del self._index[(terminal.provider, entry.key)]
+        self._unindex(entry)
         self._entries.pop(terminal.id, None)
-        if entry.cool_timer is not None:
-            entry.cool_timer.cancel()
+        entry.closed()
         if entry.unread.has_unread_completed():
             self._closed_unread[terminal.id] = entry
-
-    def _output(self, entry: TerminalEntry, data: bytes, run: TerminalRun | None) -> None:
-        was_hot = entry.hot.is_hot()
-        entry.hot.feed(data.decode("utf-8", "replace"))
-        if run is not None:
-            entry.unread.output(run, data)
-        if not was_hot:
-            self._emit("on_change", entry.terminal)
-        self._schedule_cooling(entry)
-
-    def _schedule_cooling(self, entry: TerminalEntry) -> None:
-        """Tell listeners when the terminal stops being hot (no polling for them)."""
-        if entry.cool_timer is not None:
-            return
-        loop = asyncio.get_running_loop()
-
-        def check() -> None:
-            entry.cool_timer = None
-            if entry.terminal.closed:
-                return
-            if entry.hot.is_hot():
-                self._schedule_cooling(entry)
-            else:
-                self._emit("on_change", entry.terminal)
-
-        entry.cool_timer = loop.call_later(entry.hot.cools_in() + 0.01, check)
+        self._wake_reports()
 
 
 class _EntryListener(TerminalListener):
@@ -414,29 +366,26 @@ class _EntryListener(TerminalListener):
         self._entry = entry
 
     def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
-        self._registry._output(self._entry, data, run)
-        self._registry._emit("on_output", terminal, data, run)
+        # Hot now, and again once it cools: listeners hear both (no polling for them).
+        if self._entry.output(data, run, cooled=self._cooled):
+            self._registry._changed(terminal)
+        self._registry._listeners.call(lambda listener: listener.on_output(terminal, data, run))
+
+    def _cooled(self) -> None:
+        self._registry._changed(self._entry.terminal)
 
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
-        entry = self._entry
-        entry.claimed = False  # used now: busy protects it, then it is reusable
-        entry.claimed_by = None
-        entry.unread.run_started(run)
-        entry.hot.reset()
-        note = entry.fallback_note
-        if note:
-            run.note = f"{note}; {run.note}" if run.note else note
-            entry.fallback_note = None
-        self._registry._emit("on_run_start", terminal, run)
+        self._entry.run_started(run)
+        self._registry._listeners.call(lambda listener: listener.on_run_start(terminal, run))
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
         self._entry.unread.run_ended(run)
-        self._registry._emit("on_run_end", terminal, run)
+        self._registry._listeners.call(lambda listener: listener.on_run_end(terminal, run))
 
     def on_change(self, terminal: Terminal) -> None:
         self._registry._terminal_changed(self._entry)
-        self._registry._emit("on_change", terminal)
+        self._registry._changed(terminal)
 
     def on_close(self, terminal: Terminal) -> None:
         self._registry._terminal_closed(self._entry)
-        self._registry._emit("on_close", terminal)
+        self._registry._listeners.call(lambda listener: listener.on_close(terminal))

@@ -351,6 +351,25 @@ async def test_environment_details_active_terminal(tmp_path: Path) -> None:
         await reg.close()
 
 
+async def test_environment_details_wakes_when_the_terminal_cools(tmp_path: Path) -> None:
+    # A terminal that stays busy but falls quiet: the report comes once it has cooled
+    # down (its cooling timer wakes the waiting report), long before the timeout.
+    reg = TerminalRegistry(settings(hot_timeout=0.3))
+    try:
+        printed = _event_when(reg, lambda seen: b"serving" in seen)
+        run = await reg.run("echo serving; read x", cwd=str(tmp_path), task_id="t", background=True)
+        await asyncio.wait_for(printed.wait(), 10)
+        assert reg.is_hot(reg.list("t")[0].id)
+        report = await asyncio.wait_for(reg.environment_details("t", cooldown_timeout=60), 20)
+        (terminal,) = report.active
+        assert terminal.runs[0].output == "serving"
+        assert not run.done
+        await reg.get(terminal.terminal_id).write("\r")
+        await run.wait()
+    finally:
+        await reg.close()
+
+
 async def test_environment_details_covers_task_and_released_terminals(
     dirs: tuple[str, str],
 ) -> None:

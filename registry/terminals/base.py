@@ -4,6 +4,11 @@ A terminal runs one command at a time, knows its live working directory, and kee
 its recent raw output for mirrors.  Providers (``shell``: a PTY; ``subprocess``: a
 child per command) implement the abstract methods; observers (the registry, the
 protocol layer) subscribe a :class:`TerminalListener`.
+
+A run that is ended on purpose (timed out, cancelled, its terminal closed) ends in
+the state it was ended for, whatever its own end then says: the provider records
+the reason with :meth:`Terminal._end_as` and reads it back through
+:meth:`Terminal._ending_or` when the run finishes.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ import asyncio
 import os
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Self
 
+from ..config import Settings
 from ..errors import InvalidCwdError, TerminalBusyError, TerminalClosedError
 from ..listeners import Listeners
 from ..output import BoundedBuffer
-from ..run import TerminalRun
+from ..run import RunState, TerminalRun
+from .children import TERMINAL_TAG_VARIABLE
 
 __all__ = [
     "TERMINAL_TAG_VARIABLE",
@@ -26,10 +34,6 @@ __all__ = [
     "TerminalListener",
     "existing_directory",
 ]
-
-#: Every process a terminal starts inherits this variable (a per-terminal token), so
-#: processes that escaped the shell's tree can still be found and ended.
-TERMINAL_TAG_VARIABLE = "TERMINAL_REGISTRY_TERMINAL"
 
 
 def existing_directory(cwd: str) -> str:
@@ -83,7 +87,26 @@ class Terminal(abc.ABC):
         self._replay = BoundedBuffer(replay_cap, head_share=0.0)
         self.current_run: TerminalRun | None = None
         self.last_run: TerminalRun | None = None
+        #: Why the current run is being ended on purpose, once someone asked.
+        self._ending_state: RunState | None = None
         self._closed_event = asyncio.Event()
+
+    @classmethod
+    @abc.abstractmethod
+    async def create(
+        cls,
+        terminal_id: int,
+        cwd: str,
+        settings: Settings | None = None,
+        *,
+        shell: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Self:
+        """Start a terminal in ``cwd``: what the registry's provider table calls.
+
+        Raises :class:`InvalidCwdError` for a cwd that is not a directory and
+        :class:`SpawnError` when the terminal cannot be started.
+        """
 
     # -- identity and state -------------------------------------------------------
 
@@ -180,29 +203,52 @@ class Terminal(abc.ABC):
     def unsubscribe(self, listener: TerminalListener) -> None:
         self._listeners.remove(listener)
 
-    def _notify(self, event: str, *args: object) -> None:
-        self._listeners.emit(event, self, *args)
+    def _output(self, data: bytes, run: TerminalRun | None) -> None:
+        """Output arrived: into the replay buffer, then to the listeners."""
+        self._replay.append(data)
+        self._listeners.call(lambda listener: listener.on_output(self, data, run))
+
+    def _changed(self) -> None:
+        self._listeners.call(lambda listener: listener.on_change(self))
 
     def _set_cwd(self, cwd: str) -> None:
         if cwd and cwd != self._cwd:
             self._cwd = cwd
-            self._notify("on_change")
+            self._changed()
 
     def _begin_run(self, run: TerminalRun) -> None:
         self.current_run = run
-        self._notify("on_run_start", run)
-        self._notify("on_change")
+        self._listeners.call(lambda listener: listener.on_run_start(self, run))
+        self._changed()
 
     def _end_run(self, run: TerminalRun) -> None:
         if self.current_run is run:
             self.current_run = None
+            self._ending_state = None
         self.last_run = run
-        self._notify("on_run_end", run)
-        self._notify("on_change")
+        self._listeners.call(lambda listener: listener.on_run_end(self, run))
+        self._changed()
 
     def _mark_closed(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._closed_event.set()
-        self._notify("on_close")
+        self._listeners.call(lambda listener: listener.on_close(self))
+
+    # -- ending runs on purpose ---------------------------------------------------
+
+    def _end_as(self, state: RunState, *, unless_ending: bool = False) -> None:
+        """The current run is being ended on purpose: it will end as ``state``.
+
+        The latest reason wins (a cancel during a timeout's interrupt is a cancel),
+        except with ``unless_ending``: closing the terminal under a run that is
+        already being ended keeps that run's reason.
+        """
+        if self.current_run is None or (unless_ending and self._ending_state is not None):
+            return
+        self._ending_state = state
+
+    def _ending_or(self, state: RunState) -> RunState:
+        """The state the current run ends in: what it was ended for, else ``state``."""
+        return self._ending_state or state
