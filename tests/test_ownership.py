@@ -4,7 +4,6 @@ a cleared environment)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -108,18 +107,23 @@ def _start_fake_server(
         stdout=subprocess.PIPE,
         cwd=ROOT,
     )
+    _STARTED.append(server)
     assert server.stdout is not None
     info = json.loads(server.stdout.readline())
     return server, info, token, scratch
+
+
+_STARTED: list[subprocess.Popen[bytes]] = []
 
 
 @pytest.fixture(autouse=True)
 def _leave_nothing(tmp_path: Path) -> Iterator[None]:
     """Whatever a failing test leaves: the fake server ends, its record is reaped."""
     yield
-    for proc in psutil.Process().children():
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
+    while _STARTED:
+        server = _STARTED.pop()
+        server.kill()
+        server.wait()
     reap_stale(str(tmp_path / "state"))
 
 

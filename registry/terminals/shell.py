@@ -321,9 +321,16 @@ class ShellTerminal(PhaseMachine):
         if not run.started and self._guess is None:
             self._abandon_input(state, "ended before the command started", keep_screen=False)
             return
-        self._send_interrupt()
+        reached_the_shell = not self._send_interrupt()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.wait(), grace)
+        if not run.done and reached_the_shell and foreground_processes(self._pty.fd, self._pty.pid):
+            # The Ctrl-C came between the command's start (C) and its taking the
+            # terminal, so the shell got it: the command, in the foreground now,
+            # gets its own before anything harder.
+            self._send_interrupt()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.wait(), grace)
         if not run.done:
             procs = foreground_processes(self._pty.fd, self._pty.pid)
             if procs:
@@ -342,15 +349,19 @@ class ShellTerminal(PhaseMachine):
             self._finish_current(state, note="the shell did not return to a prompt")
             await self.close()
 
-    def _send_interrupt(self) -> None:
-        """SIGINT to the foreground job, as Ctrl-C would, even if the tty is raw."""
+    def _send_interrupt(self) -> bool:
+        """SIGINT to the foreground job, as Ctrl-C would, even if the tty is raw.
+
+        Returns whether a command's process group got it (else the shell did).
+        """
         pgrp = self._pty.foreground_process_group()
         if pgrp > 0 and pgrp != self._pty.pid:
             with contextlib.suppress(OSError):
                 os.killpg(pgrp, signal.SIGINT)
-        else:
-            # The shell runs it itself (builtins, a loop): Ctrl-C reaches the shell.
-            self._write(b"\x03")
+            return True
+        # The shell runs it itself (builtins, a loop): Ctrl-C reaches the shell.
+        self._write(b"\x03")
+        return False
 
     async def kill(self) -> None:
         run = self.current_run
