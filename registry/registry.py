@@ -106,14 +106,21 @@ class TerminalRegistry:
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        settings: Settings | None = None,
     ) -> Terminal:
-        """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none."""
+        """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none.
+
+        A new terminal runs with ``settings`` (the asking client's; default: the
+        registry's) for its whole life.
+        """
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
         key = normalise_path(existing_directory(cwd))
         entry = self._find(provider, key, task_id) if shell is None and not env else None
         if entry is None:
-            entry = await self._create(provider, cwd, task_id, shell=shell, env=env)
+            entry = await self._create(
+                provider, cwd, task_id, shell=shell, env=env, settings=settings or self.settings
+            )
         self._bind(entry, task_id)
         entry.claim(task_id)
         return entry.terminal
@@ -147,12 +154,13 @@ class TerminalRegistry:
         *,
         shell: str | None,
         env: Mapping[str, str] | None,
+        settings: Settings,
     ) -> TerminalEntry:
         terminal_id = next(self._ids)
         terminal = await PROVIDERS[provider].create(
-            terminal_id, cwd, self.settings, shell=shell, env=env
+            terminal_id, cwd, settings, shell=shell, env=env
         )
-        entry = TerminalEntry(terminal, task_id, self.settings)
+        entry = TerminalEntry(terminal, task_id, settings)
         self._entries[terminal_id] = entry
         self._index.setdefault((provider, entry.key), {})[terminal_id] = None
         terminal.subscribe(_EntryListener(self, entry))
@@ -210,8 +218,12 @@ class TerminalRegistry:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         background: bool = False,
+        settings: Settings | None = None,
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
+
+        ``settings`` are the asking client's (default: the registry's): they give the
+        default timeout, the fallback window, and a new terminal's settings.
 
         A foreground run's output counts as retrieved (the caller has it with the
         result); a background run's is reported later.
@@ -223,17 +235,28 @@ class TerminalRegistry:
         so it never runs twice.  With ``background`` the run is returned as soon as
         the command has started.
         """
+        settings = settings or self.settings
         if terminal_id is not None:
             terminal = self.get(terminal_id)
         else:
-            terminal = await self.get_or_create(cwd or os.getcwd(), task_id, provider)
-        if isinstance(terminal, ShellTerminal) and self.settings.fallback_to_subprocess:
-            fallback = await self._fallback_for(terminal, task_id if terminal_id is None else None)
+            terminal = await self.get_or_create(
+                cwd or os.getcwd(), task_id, provider, settings=settings
+            )
+        if isinstance(terminal, ShellTerminal) and settings.fallback_to_subprocess:
+            fallback = await self._fallback_for(
+                terminal, task_id if terminal_id is None else None, settings
+            )
             if fallback is not None:
                 terminal = fallback
+        if timeout is None:
+            timeout = settings.command_timeout
         run = await terminal.start(command, timeout=timeout, env=env)
         if background:
             return run
+        return await self.wait(run)
+
+    async def wait(self, run: TerminalRun) -> TerminalRun:
+        """Wait for ``run`` to end; the caller then has its whole output (retrieved)."""
         await run.wait()
         self.mark_retrieved(run)
         return run
@@ -244,23 +267,26 @@ class TerminalRegistry:
         if entry is not None:
             entry.unread.mark_retrieved(run)
 
-    async def _fallback_for(self, terminal: ShellTerminal, task_id: str | None) -> Terminal | None:
+    async def _fallback_for(
+        self, terminal: ShellTerminal, task_id: str | None, settings: Settings
+    ) -> Terminal | None:
         """The subprocess terminal to use instead, if the shell's integration is not up."""
         if terminal.integration is IntegrationState.RICH:
             return None
         if terminal.integration is IntegrationState.PENDING:
             with contextlib.suppress(TimeoutError):
-                state = await asyncio.wait_for(
-                    terminal.ready(), self.settings.shell_integration_timeout
-                )
+                state = await asyncio.wait_for(terminal.ready(), settings.shell_integration_timeout)
                 if state is IntegrationState.RICH:
                     return None
             terminal.give_up_integration()
         entry = self.entry(terminal.id)
         substitute = await self.get_or_create(
-            terminal.cwd, task_id if task_id is not None else entry.task_id, "subprocess"
+            terminal.cwd,
+            task_id if task_id is not None else entry.task_id,
+            "subprocess",
+            settings=settings,
         )
-        timeout_ms = int(self.settings.shell_integration_timeout * 1000)
+        timeout_ms = int(settings.shell_integration_timeout * 1000)
         substitute_entry = self.entry(substitute.id)
         substitute_entry.fallback_note = (
             f"shell integration of terminal {terminal.id} ({terminal.shell}) did not come up "
@@ -295,6 +321,8 @@ class TerminalRegistry:
         self,
         task_id: str | None = None,
         cooldown_timeout: float | None = None,
+        *,
+        settings: Settings | None = None,
     ) -> EnvironmentReport:
         """What the task's terminals are doing, once hot ones have cooled down.
 
@@ -304,7 +332,7 @@ class TerminalRegistry:
         not by polling.  Reporting marks the output retrieved.
         """
         if cooldown_timeout is None:
-            cooldown_timeout = self.settings.cooldown_timeout
+            cooldown_timeout = (settings or self.settings).cooldown_timeout
         covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
         while any(e.terminal.busy and e.hot.is_hot() for e in covered):

@@ -38,6 +38,7 @@ def spawn_child(
 
     Raises :class:`OSError` when it cannot start.
     """
+    parent = os.getpid()
     try:
         child = pexpect.spawn(
             argv[0],
@@ -48,8 +49,16 @@ def spawn_child(
             preexec_fn=preexec_fn,
             echo=True,
         )
-    except pexpect.ExceptionPexpect as error:  # "command not found", mostly
-        raise OSError(str(error)) from error
+    except BaseException as error:
+        if os.getpid() != parent:
+            # We are the forked child: ptyprocess lets an error between fork and
+            # exec (a cwd that vanished, a window size the tty refuses) escape its
+            # child branch, and returning from here would run on as a second copy
+            # of the server.  Exit as exec failing would.
+            os._exit(127)
+        if isinstance(error, pexpect.ExceptionPexpect):  # "command not found", mostly
+            raise OSError(str(error)) from error
+        raise
     # close() sleeps ``delayafterclose`` (0.1 s) after closing the fd and terminate()
     # sleeps ``delayafterterminate`` (0.1 s) between its signals: time.sleep on the
     # loop's thread.  Our callers await the process's exit themselves before closing
