@@ -14,7 +14,6 @@ library's light modules; ``serve`` loads the server when it is asked for.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import select
@@ -40,47 +39,6 @@ class CliError(Exception):
 
 
 # -- serve -------------------------------------------------------------------------------
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import asyncio
-    import logging
-
-    from .connection import QueueLimits
-    from .server import Hub
-
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
-    if args.log_level.upper() != "DEBUG":
-        # pygls logs every answered error with a traceback; the client has the answer.
-        logging.getLogger("pygls").setLevel(logging.CRITICAL)
-    if not args.stdio and not args.socket:
-        print("terminal-registry serve: give --stdio, --socket PATH, or both", file=sys.stderr)
-        return 2
-
-    async def serve() -> int:
-        limits = QueueLimits(
-            congested=min(args.max_queued_mb * 2**20 // 16, 4 * 2**20),
-            limit=args.max_queued_mb * 2**20,
-        )
-        server = Hub(limits=limits)
-        if args.socket:
-            await server.serve_socket(args.socket, export=args.export_socket)
-            daemon.write_pid_file(args.socket)
-        if args.ready_fd is not None:
-            os.write(args.ready_fd, b"ready\n")
-            os.close(args.ready_fd)
-        try:
-            return await server.run(stdio=args.stdio, socket_path=None)
-        finally:
-            if args.socket:
-                with contextlib.suppress(OSError):
-                    os.unlink(daemon.pid_file(args.socket))
-
-    try:
-        return asyncio.run(serve())
-    except (OSError, daemon.BackgroundServerError) as error:
-        print(f"terminal-registry serve: {error}", file=sys.stderr)
-        return 2
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -419,7 +377,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.subcommand == "serve":
-        return _serve(args)
+        from .serve import serve  # the server's imports, for this command only
+
+        return serve(args)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:

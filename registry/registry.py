@@ -37,9 +37,11 @@ from .config import Settings
 from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
+from .keeper import Keeper
 from .listeners import Listeners
 from .run import TerminalRun
 from .terminals.base import IntegrationState, Terminal, TerminalListener, existing_directory
+from .terminals.children import NOWHERE
 from .terminals.shell import ShellTerminal
 from .terminals.subprocess import SubprocessTerminal
 
@@ -65,8 +67,10 @@ class RegistryListener(TerminalListener):
 class TerminalRegistry:
     """The registry of terminals. Create, use, then ``await close()``."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, keeper: Keeper | None = None) -> None:
         self.settings = settings or Settings()
+        #: Places terminals' processes and keeps the record that outlives the server.
+        self.keeper = keeper
         self._entries: dict[int, TerminalEntry] = {}
         self._index: dict[tuple[str, str], dict[int, None]] = {}
         #: Closed terminals whose output has not been reported yet (once).
@@ -157,9 +161,18 @@ class TerminalRegistry:
         settings: Settings,
     ) -> TerminalEntry:
         terminal_id = next(self._ids)
-        terminal = await PROVIDERS[provider].create(
-            terminal_id, cwd, settings, shell=shell, env=env
-        )
+        keeper = self.keeper
+        placement = keeper.placement(terminal_id) if keeper is not None else NOWHERE
+        try:
+            terminal = await PROVIDERS[provider].create(
+                terminal_id, cwd, settings, shell=shell, env=env, placement=placement
+            )
+        except BaseException:
+            if keeper is not None:
+                keeper.forget(terminal_id)
+            raise
+        if keeper is not None:
+            keeper.adopt(terminal)
         entry = TerminalEntry(terminal, task_id, settings)
         self._entries[terminal_id] = entry
         self._index.setdefault((provider, entry.key), {})[terminal_id] = None
@@ -378,6 +391,8 @@ class TerminalRegistry:
 
     def _terminal_closed(self, entry: TerminalEntry) -> None:
         terminal = entry.terminal
+        if self.keeper is not None:
+            self.keeper.forget(terminal.id)
         self._unindex(entry)
         self._entries.pop(terminal.id, None)
         entry.closed()

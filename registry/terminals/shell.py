@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import secrets
 import signal
 from collections.abc import Coroutine, Mapping
@@ -41,8 +40,9 @@ from ..processes import (
 )
 from ..run import RunState, TerminalRun
 from ..shell import ShellLaunch, prepare_launch
+from ..shell.syntax import with_exports
 from .base import IntegrationState, existing_directory
-from .children import TERMINAL_TAG_VARIABLE, agent_environment, new_tag, reset_signals
+from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement, agent_environment, new_tag
 from .heuristic import GuessedRun, drive
 from .phases import Phase, PhaseMachine, Submission
 from .pty import AsyncPty, spawn_child
@@ -86,6 +86,7 @@ class ShellTerminal(PhaseMachine):
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        placement: Placement = NOWHERE,
         integration: bool = True,
     ) -> ShellTerminal:
         """Start a shell in ``cwd``. Returns at once; :meth:`ready` awaits start-up.
@@ -100,6 +101,7 @@ class ShellTerminal(PhaseMachine):
         tag = new_tag(terminal_id)
         environ = os.environ if env is None else {**os.environ, **env}
         base = agent_environment(environ, term="xterm-256color")
+        base.update(placement.env)
         base[TERMINAL_TAG_VARIABLE] = tag
         launch = prepare_launch(
             shell, base, nonce, integration=integration, login=settings.login_shell
@@ -111,13 +113,14 @@ class ShellTerminal(PhaseMachine):
                 cwd=cwd,
                 rows=settings.rows,
                 cols=settings.cols,
-                preexec_fn=reset_signals,
+                preexec_fn=placement.preexec(),
             )
         except OSError as error:
             launch.cleanup()
             raise SpawnError(f"cannot start shell {launch.shell!r}: {error}") from error
         pty = AsyncPty(child)
         terminal = cls(terminal_id, cwd, settings, launch, nonce, tag, pty)
+        terminal._placement = placement
         pty.start_reading(terminal._on_data, terminal._on_eof)
         terminal._spawn_task(terminal._detect_integration())
         return terminal
@@ -140,6 +143,14 @@ class ShellTerminal(PhaseMachine):
     @property
     def pid(self) -> int | None:
         return self._pty.pid
+
+    @property
+    def tag(self) -> str:
+        return self._tag
+
+    @property
+    def scratch(self) -> str | None:
+        return self._launch.temp_dir
 
     @property
     def size(self) -> tuple[int, int]:
@@ -166,7 +177,7 @@ class ShellTerminal(PhaseMachine):
                 raise TerminalClosedError(f"terminal {self.id} is closed")
             command = command.replace("\r\n", "\n").rstrip("\n")
             if env:
-                command = _with_exports(env, command)
+                command = with_exports(env, command)
             run = TerminalRun(self.id, command, self._settings.run_output_cap)
             self._begin_run(run)
         finally:
@@ -401,6 +412,7 @@ class ShellTerminal(PhaseMachine):
         leftovers = tagged_processes(TERMINAL_TAG_VARIABLE, self._tag)
         if leftovers:
             await end_processes(leftovers, self._settings.kill_grace, signals=(signal.SIGTERM,))
+        await self._end_group(self._settings.kill_grace)
         self._launch.cleanup()
         self._shell_gone(status, signum)
 
@@ -426,14 +438,3 @@ class ShellTerminal(PhaseMachine):
 def _cancel_all(timers: list[asyncio.TimerHandle]) -> None:
     for timer in timers:
         timer.cancel()
-
-
-def _with_exports(env: Mapping[str, str], command: str) -> str:
-    """Prefix ``export NAME='value'`` for each variable (persisting in the shell)."""
-    parts = []
-    for name, value in env.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ValueError(f"invalid environment variable name {name!r}")
-        quoted = "'" + value.replace("'", "'\\''") + "'"
-        parts.append(f"export {name}={quoted}")
-    return "; ".join([*parts, command]) if parts else command

@@ -32,11 +32,12 @@ from ..processes import end_processes, process_tree, tagged_processes
 from ..run import RunState, TerminalRun
 from .base import IntegrationState, Terminal, existing_directory
 from .children import (
+    NOWHERE,
     RUN_TAG_VARIABLE,
     TERMINAL_TAG_VARIABLE,
+    Placement,
     agent_environment,
     new_tag,
-    reset_signals,
 )
 
 __all__ = ["RUN_TAG_VARIABLE", "SubprocessTerminal"]
@@ -75,11 +76,14 @@ class SubprocessTerminal(Terminal):
         settings: Settings,
         shell: str,
         env: dict[str, str],
+        placement: Placement = NOWHERE,
     ) -> None:
         super().__init__(terminal_id, cwd, settings.replay_cap)
         self._settings = settings
         self._shell = shell
         self._env = env
+        self._placement = placement
+        self._env.update(placement.env)
         self._tag = new_tag(terminal_id)
         self._env[TERMINAL_TAG_VARIABLE] = self._tag
         self._state_dir = tempfile.mkdtemp(prefix="terminal-registry-sub-")
@@ -95,12 +99,14 @@ class SubprocessTerminal(Terminal):
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        placement: Placement = NOWHERE,
     ) -> SubprocessTerminal:
         settings = settings or Settings()
         cwd = existing_directory(cwd)
         # No PTY: programs must not draw for a terminal that is not there.
         base = agent_environment({**os.environ, **(env or {})}, term="dumb")
-        return cls(terminal_id, cwd, settings, _posix_shell(shell or settings.default_shell), base)
+        shell = _posix_shell(shell or settings.default_shell)
+        return cls(terminal_id, cwd, settings, shell, base, placement)
 
     # -- reported state -----------------------------------------------------------
 
@@ -112,6 +118,14 @@ class SubprocessTerminal(Terminal):
     def pid(self) -> int | None:
         """The running command's process, if one runs."""
         return self._transport.get_pid() if self._transport is not None else None
+
+    @property
+    def tag(self) -> str:
+        return self._tag
+
+    @property
+    def scratch(self) -> str | None:
+        return self._state_dir
 
     @property
     def integration(self) -> IntegrationState:
@@ -153,12 +167,18 @@ class SubprocessTerminal(Terminal):
                 cwd=self._cwd,
                 env=run_env,
                 start_new_session=True,
-                preexec_fn=reset_signals,
+                preexec_fn=self._placement.preexec(),
             )
         except OSError as error:
             run.finish(RunState.FAILED, note=f"cannot start {self._shell!r}: {error}")
             self._end_run(run)
             raise SpawnError(f"cannot start {self._shell!r}: {error}") from error
+        except asyncio.CancelledError:
+            # The caller gave up while the command was starting (asyncio has ended
+            # the process if it was forked): the terminal must not stay busy.
+            run.finish(RunState.CANCELLED, note="cancelled while the command was starting")
+            self._end_run(run)
+            raise
         self._transport = transport
         run.mark_started()
         timeout = timeout if timeout is not None else self._settings.command_timeout
@@ -266,6 +286,7 @@ class SubprocessTerminal(Terminal):
         leftovers = tagged_processes(TERMINAL_TAG_VARIABLE, self._tag)
         if leftovers:
             await end_processes(leftovers, self._settings.kill_grace)
+        await self._end_group(self._settings.kill_grace)
         for task in list(self._tasks):
             task.cancel()
         shutil.rmtree(self._state_dir, ignore_errors=True)
