@@ -238,6 +238,9 @@ def _env(args: argparse.Namespace, client: BlockingClient) -> int:
         params["taskId"] = args.task
     if args.cooldown is not None:
         params["cooldownTimeoutMs"] = round(args.cooldown * 1000)
+    # Without a task it is a person looking: the agents' output stays theirs to take.
+    if args.peek or args.task is None:
+        params["peek"] = True
     details = client.request(methods.ENVIRONMENT_DETAILS, params)
     if args.json:
         print(json.dumps(details, indent=2))
@@ -352,6 +355,11 @@ def _parser() -> argparse.ArgumentParser:
     env = commands.add_parser("env", parents=[common], help="print the environment details")
     env.add_argument("--task", help="task id (default: every terminal)")
     env.add_argument("--cooldown", type=float, help="seconds to wait for hot terminals")
+    env.add_argument(
+        "--peek",
+        action="store_true",
+        help="report without marking the output retrieved (the default without --task)",
+    )
 
     lst = commands.add_parser("list", parents=[common], help="list the terminals")
     lst.add_argument("--task", help="only this task's terminals")

@@ -279,13 +279,20 @@ class RegistryClient:
         await self._request(methods.RELEASE, {"taskId": task_id})
 
     async def environment_details(
-        self, task_id: str | None = None, cooldown_timeout: float | None = None
+        self,
+        task_id: str | None = None,
+        cooldown_timeout: float | None = None,
+        *,
+        peek: bool = False,
     ) -> EnvironmentDetails:
+        """The report; with ``peek`` its output is not marked retrieved."""
         params: dict[str, Any] = {}
         if task_id is not None:
             params["taskId"] = task_id
         if cooldown_timeout is not None:
             params["cooldownTimeoutMs"] = round(cooldown_timeout * 1000)
+        if peek:
+            params["peek"] = True
         result = await self._request(methods.ENVIRONMENT_DETAILS, params)
         return EnvironmentDetails(result["markdown"], [_terminal(t) for t in result["terminals"]])
 

@@ -164,7 +164,9 @@ async def environment_details(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.EnvironmentDetailsParams, params)
     cooldown = p.cooldown_timeout_ms / 1000 if p.cooldown_timeout_ms is not None else None
     registry = ls.registry
-    report = await registry.environment_details(p.task_id, cooldown, settings=ls.settings)
+    report = await registry.environment_details(
+        p.task_id, cooldown, settings=ls.settings, peek=p.peek
+    )
     terminals = [
         terminal_info(registry, e.terminal)
         for e in registry.covered_entries(p.task_id)

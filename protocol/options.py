@@ -60,6 +60,9 @@ class InitializationOptions:
     run_output_cap_bytes: int | None = attrs.field(default=None, metadata=_COUNT)
     replay_cap_bytes: int | None = attrs.field(default=None, metadata=_COUNT)
     fallback_to_subprocess: bool | None = None
+    reuse_across_tasks: str | None = attrs.field(
+        default=None, metadata={RULE: Rule(choices=("idle", "released", "never"))}
+    )
     login_shell: bool | None = None
     cols: int | None = attrs.field(default=None, metadata=_SIZE)
     rows: int | None = attrs.field(default=None, metadata=_SIZE)

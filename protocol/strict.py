@@ -49,6 +49,8 @@ class Rule:
     no_nul: bool = False
     #: Dict keys that must be environment variable names.
     env_names: bool = False
+    #: The only values a string may take.
+    choices: tuple[str, ...] = ()
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -69,6 +71,9 @@ def _apply_rule(rule: Rule, value: Any, where: str) -> None:
     if isinstance(value, str):
         if rule.no_nul and "\0" in value:
             raise InvalidParamsError(f"{where} must not contain a NUL character")
+        if rule.choices and value not in rule.choices:
+            expected = ", ".join(repr(choice) for choice in rule.choices)
+            raise InvalidParamsError(f"{where} must be one of {expected}, got {value!r}")
         return
     if isinstance(value, dict):
         for key, item in value.items():

@@ -125,6 +125,8 @@ class ReleaseParams:
 class EnvironmentDetailsParams:
     task_id: str | None = None
     cooldown_timeout_ms: int | None = attrs.field(default=None, metadata={RULE: _MS})
+    #: Report without marking anything retrieved (a person looking, not the agent).
+    peek: bool = False
 
 
 # -- results ----------------------------------------------------------------------------

@@ -119,17 +119,29 @@ class TerminalRegistry:
         """
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
+        settings = settings or self.settings
         key = normalise_path(existing_directory(cwd))
-        entry = self._find(provider, key, task_id) if shell is None and not env else None
+        entry = None
+        if shell is None and not env:
+            entry = self._find(provider, key, task_id, settings.reuse_across_tasks)
+        if entry is not None and entry.task_id not in (task_id, None):
+            # Tier 2 took another task's idle terminal: the shell is the same shell.
+            entry.notes.append(
+                f"terminal {entry.terminal.id} came from task {entry.task_id}: its shell "
+                "state (cwd, exported variables, history) carries over"
+            )
         if entry is None:
             entry = await self._create(
-                provider, cwd, task_id, shell=shell, env=env, settings=settings or self.settings
+                provider, cwd, task_id, shell=shell, env=env, settings=settings
             )
         self._bind(entry, task_id)
         entry.claim(task_id)
         return entry.terminal
 
-    def _find(self, provider: str, key: str, task_id: str | None) -> TerminalEntry | None:
+    def _find(
+        self, provider: str, key: str, task_id: str | None, reuse: str = "idle"
+    ) -> TerminalEntry | None:
+        """Tier 1, else tier 2 as far as ``reuse`` allows ("idle", "released", "never")."""
         bucket = self._index.get((provider, key))
         if not bucket:
             return None
@@ -146,8 +158,12 @@ class TerminalRegistry:
                 continue  # just handed to another task, not used yet
             if entry.task_id is None and unbound is None:
                 unbound = entry
-            elif second is None:
+            elif entry.task_id is not None and second is None:
                 second = entry
+        if reuse == "never":
+            return None
+        if reuse == "released":
+            return unbound
         return unbound or second  # tier 2
 
     async def _create(
@@ -300,8 +316,7 @@ class TerminalRegistry:
             settings=settings,
         )
         timeout_ms = int(settings.shell_integration_timeout * 1000)
-        substitute_entry = self.entry(substitute.id)
-        substitute_entry.fallback_note = (
+        self.entry(substitute.id).notes.append(
             f"shell integration of terminal {terminal.id} ({terminal.shell}) did not come up "
             f"within {timeout_ms} ms; ran in subprocess terminal {substitute.id} instead"
         )
@@ -310,9 +325,13 @@ class TerminalRegistry:
     # -- releasing and closing ----------------------------------------------------
 
     def release(self, task_id: str) -> None:
-        """Unbind the task's terminals; they become background terminals. Kills nothing."""
-        for entry in self._entries.values():
-            if entry.task_id == task_id:
+        """Unbind the task's terminals; they become background terminals. Kills nothing.
+
+        The task's output not reported yet is reported to the next task that asks.
+        """
+        for entry in [*self._entries.values(), *self._closed_unread.values()]:
+            entry.unread.disown(task_id)
+            if entry.task_id == task_id and not entry.terminal.closed:
                 entry.unclaim()
                 self._bind(entry, None)
 
@@ -336,13 +355,16 @@ class TerminalRegistry:
         cooldown_timeout: float | None = None,
         *,
         settings: Settings | None = None,
+        peek: bool = False,
     ) -> EnvironmentReport:
         """What the task's terminals are doing, once hot ones have cooled down.
 
         Covers the task's own terminals and released (unbound) ones; with no task,
         every terminal.  Waits until no busy covered terminal is hot, for at most
         ``cooldown_timeout``: woken by the terminals' cooling timers and run ends,
-        not by polling.  Reporting marks the output retrieved.
+        not by polling.  Reporting marks the output retrieved (unless ``peek``: a
+        person looking does not take it from the agent).  Output is its task's: a
+        report for one task never shows another's.
         """
         if cooldown_timeout is None:
             cooldown_timeout = (settings or self.settings).cooldown_timeout
@@ -355,9 +377,9 @@ class TerminalRegistry:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._cooled.wait(), remaining)
         covered = self.covered_entries(task_id)
-        snapshots = [s for s in (e.snapshot() for e in covered) if s is not None]
+        snapshots = [s for s in (e.snapshot(task_id, peek=peek) for e in covered) if s]
         for entry in covered:
-            if entry.terminal.closed:
+            if entry.terminal.closed and not entry.unread.has_unread_completed():
                 self._closed_unread.pop(entry.terminal.id, None)
         return render_report(snapshots)
 
@@ -366,7 +388,11 @@ class TerminalRegistry:
         terminal without a task), closed ones with unread output included."""
 
         def covers(entry: TerminalEntry) -> bool:
-            return task_id is None or entry.task_id in (task_id, None)
+            return (
+                task_id is None
+                or entry.task_id in (task_id, None)
+                or entry.unread.has_unread_for(task_id)  # it moved on; its output did not
+            )
 
         live = [e for e in self._entries.values() if covers(e)]
         gone = [e for e in self._closed_unread.values() if covers(e)]

@@ -57,6 +57,9 @@ class TerminalRun:
         self.cwd: str | None = None
         #: Why the run ended as it did, when that needs saying (fallbacks, failures).
         self.note: str | None = None
+        #: The task the terminal was bound to when the run started: its output is
+        #: that task's to be reported (set by the registry).
+        self.task_id: str | None = None
         self.started_at = time.time()
         self.ended_at: float | None = None
         self._started_mono = time.monotonic()

@@ -113,6 +113,8 @@ export interface ReleaseParams {
 export interface EnvironmentDetailsParams {
   taskId?: string;
   cooldownTimeoutMs?: number;
+  /** Report without marking the output retrieved (a person looking, not the agent). */
+  peek?: boolean;
 }
 
 export interface OutputResult {
@@ -156,6 +158,8 @@ export interface Settings {
   runOutputCapBytes?: number;
   replayCapBytes?: number;
   fallbackToSubprocess?: boolean;
+  /** Which terminals of other tasks a task may be handed: idle ones, released ones, or none. */
+  reuseAcrossTasks?: 'idle' | 'released' | 'never';
   loginShell?: boolean;
   cols?: number;
   rows?: number;
