@@ -34,7 +34,9 @@ from ..errors import SpawnError, TerminalClosedError
 from ..processes import (
     end_processes,
     foreground_processes,
+    in_groups,
     process_tree,
+    started_since,
     tagged_processes,
     wait_gone,
 )
@@ -332,14 +334,15 @@ class ShellTerminal(PhaseMachine):
         if not run.started and self._guess is None:
             self._abandon_input(state, "ended before the command started", keep_screen=False)
             return
-        reached_the_shell = not self._send_interrupt()
+        groups: set[int] = set()  # the command's process groups, seen while it ran
+        reached_the_shell = not self._send_interrupt(groups)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.wait(), grace)
         if not run.done and reached_the_shell and foreground_processes(self._pty.fd, self._pty.pid):
             # The Ctrl-C came between the command's start (C) and its taking the
             # terminal, so the shell got it: the command, in the foreground now,
             # gets its own before anything harder.
-            self._send_interrupt()
+            self._send_interrupt(groups)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(run.wait(), grace)
         if not run.done:
@@ -359,14 +362,34 @@ class ShellTerminal(PhaseMachine):
             log.warning("terminal %s: shell did not return after kill; closing", self.id)
             self._finish_current(state, note="the shell did not return to a prompt")
             await self.close()
+            return
+        await self._end_leftovers(run, groups)
 
-    def _send_interrupt(self) -> bool:
+    async def _end_leftovers(self, run: TerminalRun, groups: set[int]) -> None:
+        """What the ended command started and left behind: the rest of its process
+        groups (``bash -c 'a & b & wait'``: the jobs ignore SIGINT and outlive the
+        bash, re-parented to init) and whatever joined the terminal's cgroup since
+        the command started (a setsid'd child) -- never the shell, nor the jobs of
+        earlier commands."""
+        leftovers = {p.pid: p for p in in_groups(groups, since=run.started_boot)}
+        group = self._placement.cgroup
+        if group is not None:
+            members = group.members() - {self._pty.pid}
+            for proc in started_since(members, run.started_boot):
+                leftovers.setdefault(proc.pid, proc)
+        if leftovers:
+            await end_processes(list(leftovers.values()), self._settings.kill_grace)
+
+    def _send_interrupt(self, groups: set[int] | None = None) -> bool:
         """SIGINT to the foreground job, as Ctrl-C would, even if the tty is raw.
 
-        Returns whether a command's process group got it (else the shell did).
+        Returns whether a command's process group got it (else the shell did); that
+        group is added to ``groups``.
         """
         pgrp = self._pty.foreground_process_group()
         if pgrp > 0 and pgrp != self._pty.pid:
+            if groups is not None:
+                groups.add(pgrp)
             with contextlib.suppress(OSError):
                 os.killpg(pgrp, signal.SIGINT)
             return True
