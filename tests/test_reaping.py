@@ -186,3 +186,31 @@ async def test_a_new_server_reaps_what_a_dead_one_and_its_watchdog_left(
     finally:
         successor.terminate()
         await successor.wait()
+
+
+@needs_cgroups
+@pytest.mark.parametrize("provider", ["shell", "subprocess"])
+async def test_close_ends_a_process_that_left_everything_behind(
+    runtime: dict[str, str], tmp_path: Path, provider: str
+) -> None:
+    token = f"{secrets.randbelow(10**12):012d}"
+    peer = await StdioServer.start()
+    try:
+        await peer.initialize()
+        fifo = tmp_path / "announce"
+        os.mkfifo(fifo)
+        listening = asyncio.ensure_future(_announced(fifo, 1))
+        result = await peer.call(
+            "terminal/run",
+            {
+                "command": f"env -i setsid -f sh -c 'echo x > {fifo}; exec sleep 500.{token}'",
+                "cwd": str(tmp_path),
+                "provider": provider,
+            },
+        )
+        await listening
+        (escaped,) = _tokened(token)  # no tag, no session, no parent of ours
+        await peer.call("terminal/close", {"terminalId": result["terminalId"]})
+        assert await wait_gone([escaped], 10) == []
+    finally:
+        await peer.stop()
