@@ -11,6 +11,7 @@ import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
 import { TerminalRegistryApi, createApi } from './api';
 import { RequestCancelledError, TerminalRegistryClient } from './client';
+import { RegistryLanguageClient } from './languageClient';
 import { TerminalModel } from './model';
 import { PROTOCOL_VERSION, RunResult, Terminal } from './protocol';
 import { MirrorPseudoterminal } from './pty';
@@ -87,7 +88,7 @@ class Session implements vscode.Disposable {
       outputChannel: this.serverLog,
     };
     this.serverLog.appendLine(`starting ${[server.command, ...server.args].join(' ')}`);
-    const languageClient = new LanguageClient('terminalRegistry', 'Terminal Registry', serverOptions, clientOptions);
+    const languageClient = new RegistryLanguageClient('terminalRegistry', 'Terminal Registry', serverOptions, clientOptions);
     this.languageClientState?.dispose();
     this.languageClientState = languageClient.onDidChangeState(({ newState }) => this.onServerState(newState));
     return languageClient;

@@ -247,6 +247,11 @@ test('Restart Server: a new server, the tree reloaded from it, old mirrors told'
   await screen.until('server stopped');
   await withTimeout(exited(oldServer), 15000, 'the old server to exit');
   assert.equal(servers.length, 2);
+  // The LanguageClient's own exit listener ran before this test's: a restart asked for
+  // is no error (vscode-languageclient logs every exit as one).
+  const log = host.outputs.get('Terminal Registry') ?? '';
+  assert.doesNotMatch(log, /^\[Error/m, log);
+  assert.match(log, /^\[Info .*\] Server process exited with code 0, as asked\.$/m);
   // The new server has its own terminals: the old ones are gone from the tree.
   const after = await api.run('echo restarted', { taskId: 'ext-restart', cwd: '/tmp' });
   assert.equal(after.output, 'restarted\n');
@@ -267,6 +272,8 @@ test('a crashed server is restarted by the LanguageClient, and the tree reloads 
   crashed.kill('SIGKILL');
   await withTimeout(exited(crashed), 15000, 'the killed server to exit');
   await withTimeout(respawned, 20000, 'the LanguageClient to start a new server');
+  // A crash is still an error in the log (only a requested clean exit is not).
+  assert.match(host.outputs.get('Terminal Registry') ?? '', /^\[Error .*\] Server process exited with signal SIGKILL\.$/m);
   // The new server knows nothing of the old terminals; the tree follows it.
   const fresh = await api.acquire('/tmp', 'ext-after-crash');
   await treeUntil(
