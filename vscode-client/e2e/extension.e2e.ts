@@ -138,6 +138,14 @@ function e2eTest(name: string, options: { timeout?: number; skip?: string }, bod
   });
 }
 
+/**
+ * A check written ahead of the change it needs: skipped with the reason, unless
+ * TERMINAL_REGISTRY_E2E_PENDING=1 asks to run it (to see whether it passes yet).
+ */
+function pending(reason: string): string | undefined {
+  return process.env.TERMINAL_REGISTRY_E2E_PENDING === '1' ? undefined : `pending ${reason}`;
+}
+
 const home = (file: string) => `~/${path.relative(codeServer.profile.home, file)}`;
 
 e2eTest('the view appears in the Explorer, and opening it activates the extension and starts the server', T, async () => {
@@ -224,7 +232,7 @@ e2eTest('Show Environment Details opens a readable, read-only report', T, async 
 
 e2eTest(
   'Show Environment Details puts command output in fenced code blocks',
-  { ...T, skip: 'pending Hardening item 15: the server writes output as plain markdown text, not fenced' },
+  { ...T, skip: pending('Hardening item 15: the server writes output as plain markdown text, not fenced') },
   async () => {
     await wb.typeInTerminal("printf '# not a heading\\n*not emphasis*\\n'");
     await wb.waitForTerminalText('*not emphasis*');
@@ -232,8 +240,8 @@ e2eTest(
     await wb.answerInput(/^Show Environment Details$/, 'build-web');
     const body = await wb.webviewBody('not a heading');
     // Output is code, line for line: no heading, no emphasis, no run-together paragraph.
-    assert.equal(await body.locator('pre code', { hasText: '# not a heading\n*not emphasis*' }).count(), 1);
-    assert.equal(await body.locator('h1', { hasText: 'not a heading' }).count(), 0);
+    assert.equal(await body.locator('pre code', { hasText: '# not a heading\n*not emphasis*' }).count(), 1, 'the output in a code block');
+    assert.equal(await body.locator('h1', { hasText: 'not a heading' }).count(), 0, 'no heading made of output');
     await wb.runCommand('View: Close All Editors');
   },
 );
@@ -255,7 +263,7 @@ e2eTest('a busy sleep is killed from its row\'s inline action', T, async () => {
 
 e2eTest(
   'a finished terminal never shows busy again after its result',
-  { ...T, skip: 'pending Hardening item 15: the server sends the didChange that clears busy after the answer (busy flickers ~0.1 s)' },
+  { ...T, skip: pending('Hardening item 15: the server sends the didChange that clears busy after the answer (busy flickers ~0.1 s)') },
   async () => {
     // Record every spinner the view draws, and when the result appears.
     await wb.page.evaluate(() => {
@@ -282,9 +290,10 @@ e2eTest(
 
 e2eTest(
   'a command waiting for input shows its state and prompt in the view',
-  { ...T, skip: 'pending issue 8 (commands that wait): the server reports no waiting state yet' },
+  { ...T, skip: pending('issue 8 (commands that wait): the server reports no waiting state yet') },
   async () => {
-    await runFromView('ask', webapp, "read -r -p 'Your name? ' name && echo hello-$name");
+    // The prompt is built at run time, so that it is not in the command line the row also shows.
+    await runFromView('ask', webapp, 'read -r -p "$(echo Your name)? " name && echo hello-$name');
     const row = wb.terminalRowOfTask('ask');
     // The row says the command waits, and for what.
     await row.filter({ hasText: 'Your name?' }).waitFor();
@@ -292,7 +301,7 @@ e2eTest(
     // Answered through the mirror, the command ends.
     await wb.rowAction(row, 'Show Terminal');
     await wb.typeInTerminal('e2e');
-    await wb.waitForNotification(/read -r -p .*: exit code 0/);
+    await wb.waitForNotification(/echo hello-\$name: exit code 0/);
     await wb.hideNotifications();
   },
 );

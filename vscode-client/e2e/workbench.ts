@@ -124,13 +124,18 @@ export class Workbench {
 
   // -- quick input, notifications, commands -----------------------------------------------
 
-  /** Answers the input box titled `title`, replacing its proposed value. */
+  /**
+   * Answers the input box titled `title`, replacing its proposed value, and resolves once
+   * the box has taken the answer. VS Code accepts only after the extension validated
+   * the value: a key pressed before then (F1, say) would replace the box and cancel it.
+   */
   async answerInput(title: RegExp, value: string): Promise<void> {
     const widget = this.page.locator('.quick-input-widget', { has: this.page.locator('.quick-input-title', { hasText: title }) });
     await widget.waitFor();
     const input = widget.locator('input.input');
     await input.fill(value);
     await input.press('Enter');
+    await widget.waitFor({ state: 'hidden' });
   }
 
   async proposedInput(title: RegExp): Promise<string> {
