@@ -224,7 +224,9 @@ export class CodeServer {
    */
   async stop(graceMs = 20000): Promise<TaggedProcess[]> {
     const child = this.child;
-    if (child && child.exitCode === null && child.signalCode === null) {
+    if (!child) return [];
+    this.child = undefined;
+    if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
       child.kill('SIGTERM');
       try {
@@ -235,7 +237,9 @@ export class CodeServer {
         await exited;
       }
     }
+    const exitedAt = Date.now();
     const survivors = await waitUntilGone(() => taggedProcesses(this.tag), graceMs);
+    if (survivors.length === 0) this.log(`every process of the run ended ${Date.now() - exitedAt} ms after code-server`);
     for (const proc of survivors) {
       try {
         process.kill(proc.pid, 'SIGKILL');
@@ -248,8 +252,17 @@ export class CodeServer {
 
   /** Every `[error]` line of the extension host logs of this run. */
   extensionHostErrors(): string[] {
-    return logFiles(path.join(this.profile.userDataDir, 'logs'), (file) => /^exthost\d*$/.test(path.basename(path.dirname(file))) && file.endsWith('.log'))
-      .flatMap((file) => fs.readFileSync(file, 'utf8').split('\n').filter((line) => /\[error\]/i.test(line)).map((line) => `${path.relative(this.profile.userDataDir, file)}: ${line}`));
+    const hostLogs = logFiles(
+      path.join(this.profile.userDataDir, 'logs'),
+      (file) => /^exthost\d*$/.test(path.basename(path.dirname(file))) && file.endsWith('.log'),
+    );
+    return hostLogs.flatMap((file) =>
+      fs
+        .readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((line) => /\[error\]/i.test(line))
+        .map((line) => `${path.relative(this.profile.userDataDir, file)}: ${line}`),
+    );
   }
 
   /** The text of an extension's output channel, from the files VS Code writes them to. */

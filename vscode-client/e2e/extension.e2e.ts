@@ -40,10 +40,13 @@ let api: string;
 
 before(async () => {
   const started = Date.now();
-  const entry = await ensureCodeServer(log);
-  log(`code-server ${CODE_SERVER_VERSION} ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  // What is missing is said before the long install, not after it.
+  const executablePath = chromiumPath();
   server = serverCommand();
   log(`server: ${server.join(' ')}`);
+  const vsix = vsixPath();
+  const entry = await ensureCodeServer(log);
+  log(`code-server ${CODE_SERVER_VERSION} ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   fs.rmSync(RESULTS_DIR, { recursive: true, force: true });
   const profile = createProfile({
     root: fs.mkdtempSync(path.join(os.tmpdir(), 'terminal-registry-e2e-')),
@@ -68,11 +71,11 @@ before(async () => {
   });
   [webapp, api] = profile.folders;
   codeServer = new CodeServer(entry, profile, log);
-  await codeServer.installExtension(vsixPath());
+  await codeServer.installExtension(vsix);
   const url = await codeServer.start();
   log(`code-server on ${url}, profile in ${profile.root}, run tag ${codeServer.tag}`);
   browser = await chromium.launch({
-    executablePath: chromiumPath(),
+    executablePath,
     headless: true,
     // As root Chromium needs --no-sandbox. Without the background-networking flags it
     // keeps trying hosts this machine cannot reach.
