@@ -77,6 +77,8 @@ before(async () => {
   browser = await chromium.launch({
     executablePath,
     headless: true,
+    // Its crash-report and settings folders go into the run's home, not the user's.
+    env: { ...process.env, HOME: profile.home },
     // As root Chromium needs --no-sandbox. Without the background-networking flags it
     // keeps trying hosts this machine cannot reach.
     args: [
