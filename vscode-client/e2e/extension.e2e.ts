@@ -170,7 +170,7 @@ e2eTest('the view appears in the Explorer, and opening it activates the extensio
   await wb.paneHeader(VIEW_NAME).waitFor();
   assert.doesNotMatch(codeServer.extensionHostLog(), /_doActivateExtension terminal-registry\./, 'nothing activates it before the view opens');
   // Room for the view: the folders' pane is not what this test looks at.
-  await wb.setPaneExpanded('demo \\(Workspace\\)', false);
+  await wb.setPaneExpanded('demo (Workspace)', false);
   await wb.setPaneExpanded(VIEW_NAME, true);
   await until(
     () => /_doActivateExtension terminal-registry\.terminal-registry.*activationEvent: 'onView:terminalRegistry\.terminals'/.test(codeServer.extensionHostLog()),

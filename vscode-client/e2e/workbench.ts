@@ -53,8 +53,10 @@ export class Workbench {
 
   // -- the Explorer's panes --------------------------------------------------------------
 
+  /** The header of the Explorer pane titled `name` (shown in capitals, matched in any case). */
   paneHeader(name: string): Locator {
-    return this.page.locator('.pane-header', { has: this.page.locator('h3.title', { hasText: new RegExp(`^${name}$`, 'i') }) });
+    const title = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`, 'i');
+    return this.page.locator('.pane-header', { has: this.page.locator('h3.title', { hasText: title }) });
   }
 
   registryPane(): Locator {
@@ -64,7 +66,7 @@ export class Workbench {
   async setPaneExpanded(name: string, expanded: boolean): Promise<void> {
     const header = this.paneHeader(name);
     if ((await header.getAttribute('aria-expanded')) !== String(expanded)) await header.click();
-    await this.page.locator(`.pane-header[aria-expanded="${expanded}"]`, { has: this.page.locator('h3.title', { hasText: new RegExp(`^${name}$`, 'i') }) }).waitFor();
+    await header.and(this.page.locator(`[aria-expanded="${expanded}"]`)).waitFor();
   }
 
   /** Clicks one of the view's title actions (shown on hover). */
@@ -93,10 +95,6 @@ export class Workbench {
       const rows = (await this.rows()).map((r) => [r.level, r.icon, r.label, r.description]);
       throw new Error(`the view shows ${JSON.stringify(rows)}, not ${JSON.stringify(expected)} (${error})`);
     }
-  }
-
-  taskRow(taskId: string): Locator {
-    return this.registryPane().locator(`[role=treeitem][aria-level="1"][aria-label="Task ${taskId}"]`);
   }
 
   /** The row of the terminal that belongs to `taskId` (its tooltip, the accessible label, names the task). */
@@ -164,11 +162,6 @@ export class Workbench {
     await this.page.locator('.notifications-center.visible').waitFor({ state: 'detached' });
   }
 
-  /** Clears every notification but those still in progress. */
-  async clearNotifications(): Promise<void> {
-    await this.runCommand('Notifications: Clear All Notifications');
-  }
-
   /** Runs a command from the command palette by its full title. */
   async runCommand(title: string): Promise<void> {
     await this.page.keyboard.press('F1');
@@ -209,11 +202,7 @@ export class Workbench {
 
   // -- the terminal panel --------------------------------------------------------------------
 
-  /** The active terminal's visible text (DOM renderer: terminal.integrated.gpuAcceleration off). */
-  terminalScreen(): Locator {
-    return this.page.locator('.terminal-wrapper.active .xterm-rows');
-  }
-
+  /** Resolves once the active terminal shows `text` (drawn in the DOM: terminal.integrated.gpuAcceleration off). */
   async waitForTerminalText(text: string, timeout = 20000): Promise<void> {
     await this.page.locator('.terminal-wrapper.active .xterm-rows', { hasText: text }).waitFor({ timeout });
   }
@@ -222,10 +211,6 @@ export class Workbench {
     await this.page.locator('.terminal-wrapper.active .xterm').click();
     await this.page.keyboard.type(line);
     await this.page.keyboard.press('Enter');
-  }
-
-  terminalTab(name: string): Locator {
-    return this.page.locator('.single-terminal-tab, .terminal-tabs-entry', { hasText: name });
   }
 
   // -- screenshots -------------------------------------------------------------------------
