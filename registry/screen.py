@@ -50,6 +50,8 @@ class ScreenModel:
         self._rows = max(rows, 1)
         self._window = max(window, 64)
         self._recent = bytearray()
+        self._total = 0
+        self._mark: int | None = None
         self._carry = b""
         self._prompt: str | None = None
         self.alternate_screen = False
@@ -62,6 +64,7 @@ class ScreenModel:
         if not data:
             return
         self._prompt = None
+        self._total += len(data)
         if len(data) >= self._window:
             self._recent = bytearray(data[-self._window :])
         else:
@@ -105,6 +108,15 @@ class ScreenModel:
         self._cols, self._rows = max(cols, 1), max(rows, 1)
         self._prompt = None
 
+    def mark_command_start(self) -> None:
+        """A command's output starts here: the prompt line never comes from before.
+
+        Without it, a program that prints nothing before reading (``cat``) would be
+        reported with the echoed command line as its prompt.
+        """
+        self._mark = self._total
+        self._prompt = None
+
     def recent(self) -> bytes:
         """The most recent output this model keeps (at most ``2 x window`` bytes)."""
         return bytes(self._recent)
@@ -122,6 +134,10 @@ class ScreenModel:
     def _render(self) -> str:
         data = bytes(self._recent[-self._window :])
         cut = len(self._recent) > len(data)
+        start = self._total - len(data)
+        if self._mark is not None and self._mark >= start:
+            data = data[self._mark - start :]
+            cut = False
         # Start at the beginning of the second-to-last line when there is one: the
         # prompt is on the last line, or the one above when that is blank.
         last = data.rfind(b"\n")
@@ -139,19 +155,31 @@ class ScreenModel:
             stream.feed(data.translate(None, _UNDRAWN))
         except Exception:  # pyte's parser on input it was never meant for
             log.debug("pyte could not draw the recent output", exc_info=True)
-        rows = screen.display
-        row = min(max(screen.cursor.y, 0), len(rows) - 1)
+        row = min(max(screen.cursor.y, 0), self._rows - 1)
         # On the cursor's row, keep the spaces up to the cursor: "continue? " is what
         # the program printed, and the caller may show it.
-        text = rows[row]
-        text = text[: max(screen.cursor.x, len(text.rstrip()))]
+        text = _row_text(screen, row, screen.cursor.x)
         if text.strip():
             return text
         for index in range(row - 1, -1, -1):
-            text = rows[index].rstrip()
+            text = _row_text(screen, index, 0)
             if text:
                 return text
         return ""
+
+
+def _row_text(screen: pyte.Screen, row: int, keep: int) -> str:
+    """A row's text, trailing blanks cut except those left of column ``keep``.
+
+    Read cell by cell: the second cell of a wide character holds "", so columns and
+    string positions differ once a line has CJK text or emoji.
+    """
+    line = screen.buffer[row]
+    cells = [line[column].data for column in range(screen.columns)]
+    end = len(cells)
+    while end > keep and not cells[end - 1].strip():
+        end -= 1
+    return "".join(cells[:end])
 
 
 #: CSI handlers that understand ``private=True``; any other private sequence

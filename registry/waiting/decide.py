@@ -143,7 +143,7 @@ def leave_keys(program: str | None) -> tuple[str, ...] | None:
 
 
 # Ends like a question or a prompt: "? ", ": ", "> ", "$ ", "# ", "] ", "» " ...
-_PROMPT_SHAPE = re.compile(r"[?:>$#%\])»❯]\s*$")
+_PROMPT_SHAPE = re.compile(r"(?:[?:>$#\])»❯]|(?<![0-9])%)\s*$")
 _PASSWORD_WORDS = re.compile(r"pass(word|phrase)|\bPIN\b|verification code", re.IGNORECASE)
 
 

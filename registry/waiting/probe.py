@@ -61,6 +61,9 @@ _MAX_PROCESSES = 256
 _MAX_FDS = 4096
 _INNER_DEPTH = 2
 _THIS_MACHINE = table_for_machine()
+#: Names a program runs under through the alternatives system (git runs its pager
+#: as ``pager``, which is less): for these the executable's own name is reported.
+_ALIASES = frozenset({"pager", "editor", "sensible-pager", "sensible-editor", "view", "ex"})
 
 
 class _Fd(enum.Enum):
@@ -219,7 +222,7 @@ class TerminalProbe:
             if thread_st is None or thread_st.state in "ZXx":
                 continue
             threads.append(self._thread(pid, tid, thread_st.state, st, look))
-        return ProcessState(pid, st.name, tuple(threads))
+        return ProcessState(pid, _program_name(pid, st.name), tuple(threads))
 
     # -- one thread -----------------------------------------------------------------
 
@@ -389,6 +392,13 @@ class TerminalProbe:
             processes=members,
             unstable=inner_look.unstable,
         )
+
+
+def _program_name(pid: int, name: str) -> str:
+    if name not in _ALIASES:
+        return name
+    path = procfs.executable(pid)
+    return os.path.basename(path) if path else name
 
 
 def _milliseconds(argument: int) -> float | None:

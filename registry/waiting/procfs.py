@@ -20,6 +20,7 @@ __all__ = [
     "ProcStat",
     "Unreadable",
     "children",
+    "executable",
     "fd_rdev",
     "fd_target",
     "fdinfo",
@@ -107,6 +108,14 @@ def stat(pid: int, tid: int | None = None) -> ProcStat | None:
             tpgid=int(fields[5]),
         )
     except (IndexError, ValueError):
+        return None
+
+
+def executable(pid: int) -> str | None:
+    """The path of the program ``pid`` runs (``/proc/<pid>/exe``); None if not readable."""
+    try:
+        return os.readlink(f"{_PROC}/{pid}/exe")
+    except OSError:
         return None
 
 

@@ -319,7 +319,11 @@ class WaitWatcher:
         )
         if new == self._state:
             return
+        quiet_change = new.state is TerminalState.RUNNING and self._state.state is new.state
         self._state = new
+        if quiet_change:
+            # Which process of a running command leads is kept, not announced.
+            return
         try:
             self._on_change(new)
         except Exception:
