@@ -173,7 +173,7 @@ async def test_a_background_reader_is_a_stopped_job(shell: PtyShell) -> None:
     found = await shell.until_state(T.STOPPED_JOB)
     assert found.program == "cat"
     assert "stopped reading the terminal" in found.reason
-    shell.submit("kill -9 %1")
+    shell.submit("kill -9 $!; wait $!")
     await shell.until_prompt()
     await shell.until_state(T.IDLE)
 

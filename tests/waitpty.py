@@ -55,6 +55,10 @@ class PtyShell:
         self.output = bytearray()
         self.running = False
         self.states: list[WaitState] = []
+        #: (state, when the output before it last arrived): detection latency.
+        self.timeline: list[tuple[WaitState, float]] = []
+        #: Off: output is read but neither modelled nor watched (a baseline).
+        self.detecting = True
         self.checks: list[Check] = []
         self.last_output = time.monotonic()
         self._changed = asyncio.Event()
@@ -88,20 +92,31 @@ class PtyShell:
             return
         self.last_output = time.monotonic()
         self.output += data
+        if len(self.output) > 1 << 20:  # bulk output: keep the tail only
+            cut = len(self.output) - (1 << 19)
+            del self.output[:cut]
+            self._prompt_at = max(0, self._prompt_at - cut)
+            self._echo_at = None
         self._output_event.set()
-        if self._echo_at is not None and b"\n" in self.output[self._echo_at :]:
+        # Search only what is new (plus a prompt's length): bulk output stays linear.
+        fresh = max(0, len(self.output) - len(data) - len(PROMPT))
+        if self.running and self.output.find(PROMPT, max(self._prompt_at, fresh)) >= 0:
+            self.running = False
+            self.prompt_seen.set()
+            if self.detecting:
+                self.watcher.note_command()
+        if not self.detecting:
+            return
+        newline = -1 if self._echo_at is None else self.output.find(b"\n", self._echo_at)
+        if newline >= 0:
             # The echoed command line ends here: the command's own output follows.
-            newline = self.output.index(b"\n", self._echo_at) + 1
-            self.screen.feed(data[: newline - (len(self.output) - len(data))])
+            split = max(0, newline + 1 - (len(self.output) - len(data)))
+            self.screen.feed(data[:split])
             self.screen.mark_command_start()
-            self.screen.feed(data[newline - (len(self.output) - len(data)) :])
+            self.screen.feed(data[split:])
             self._echo_at = None
         else:
             self.screen.feed(data)
-        if self.running and PROMPT in self.output[self._prompt_at :]:
-            self.running = False
-            self.prompt_seen.set()
-            self.watcher.note_command()
         self.watcher.note_output()
 
     def _on_check(self, check: Check) -> None:
@@ -110,11 +125,13 @@ class PtyShell:
 
     def _on_change(self, state: WaitState) -> None:
         self.states.append(state)
+        self.timeline.append((state, self.last_output))
         self._changed.set()
 
     def write(self, data: bytes) -> None:
         os.write(self.fd, data)
-        self.watcher.note_write()
+        if self.detecting:
+            self.watcher.note_write()
 
     def send_keys(self, keys: list[str]) -> None:
         self.write(key_bytes(keys, application_cursor=self.screen.application_cursor))
@@ -132,7 +149,8 @@ class PtyShell:
         self._echo_at = len(self.output)
         self.prompt_seen.clear()
         self.running = True
-        self.watcher.note_command()
+        if self.detecting:
+            self.watcher.note_command()
         self.write(command.encode() + b"\r")
 
     async def until(self, accept: Callable[[WaitState], bool], timeout: float = 10.0) -> WaitState:
@@ -175,6 +193,23 @@ class PtyShell:
     async def _next_check(self) -> None:
         self._check_event.clear()
         await self._check_event.wait()
+
+    def stop_detecting(self) -> None:
+        """Read output only: the baseline a detector's cost is measured against."""
+        self.detecting = False
+        self.watcher.close()
+
+    def start_detecting(self, settings: WatchSettings | None = None) -> None:
+        self.detecting = True
+        self.watcher = WaitWatcher(
+            self.fd,
+            self.process.pid,
+            self.screen,
+            lambda: self.running,
+            self._on_change,
+            settings=settings,
+            on_check=self._on_check,
+        )
 
     def close(self) -> None:
         """End the shell and everything below it."""

@@ -70,7 +70,7 @@ def _read(path: str, size: int = 4096) -> bytes | None:
 
 @dataclass(frozen=True)
 class ProcStat:
-    """The fields of ``stat`` used here (proc(5): fields 3 to 8)."""
+    """The fields of ``stat`` used here (proc(5): fields 2 to 8 and 20)."""
 
     name: str
     state: str
@@ -79,6 +79,7 @@ class ProcStat:
     session: int
     tty_nr: int
     tpgid: int
+    threads: int
 
 
 def stat(pid: int, tid: int | None = None) -> ProcStat | None:
@@ -106,6 +107,7 @@ def stat(pid: int, tid: int | None = None) -> ProcStat | None:
             session=int(fields[3]),
             tty_nr=int(fields[4]),
             tpgid=int(fields[5]),
+            threads=int(fields[17]),
         )
     except (IndexError, ValueError):
         return None

@@ -12,8 +12,9 @@ When it looks, and why:
   prompt is printed, then the program blocks reading; a look any sooner sees the
   state before the write took effect.  One timer per terminal, re-armed lazily (a
   chunk of output costs a clock read and a comparison, not a timer).
-* Again after a "running" verdict, backing off (0.1, 0.2, 0.4, 0.8 s): a program
-  that reads without printing a prompt (``cat``) may take a moment to block.
+* Again after a "running" verdict, backing off (0.1, 0.2, 0.4, 0.8 s after a
+  command starts or we write; from 0.2 s after output): a program that reads
+  without printing a prompt (``cat``) may take a moment to block.
 * When a rule needs more quiet (a polling loop, a proxy, a busy thread): at the time
   the verdict says.
 * While in a waiting state, within ``stale_after`` of new activity even if output
@@ -170,7 +171,9 @@ class WaitWatcher:
         self._activity = now
         if self._dirty_since is None:
             self._dirty_since = now
-        self._backoff = 0
+        # After output the first extra look waits two steps, not one: a loop that
+        # prints every 0.2 s then gets one look per print, not two.
+        self._backoff = 1
         alternate = self._screen.alternate_screen
         if alternate != self._alternate_seen:
             # Who switched it on: a crashed program's leftover alternate screen must
