@@ -53,6 +53,16 @@ def test_keypad_split_after_escape() -> None:
     assert screen.application_keypad
 
 
+def test_keypad_in_bulk_output_comes_with_cursor_keys() -> None:
+    # A long chunk is searched for ESC = only when it switches a private mode too,
+    # as terminfo's smkx does (CSI ? 1 h, ESC =).
+    screen = ScreenModel()
+    screen.feed(b"x" * 4096 + b"\x1b[?1h\x1b=" + b"y" * 4096)
+    assert screen.application_keypad
+    screen.feed(b"x" * 4096 + b"\x1b[?1l\x1b>" + b"y" * 4096)
+    assert not screen.application_keypad
+
+
 def test_full_reset_clears_the_modes() -> None:
     screen = ScreenModel()
     screen.feed(b"\x1b[?1049h\x1b[?1h\x1b=")

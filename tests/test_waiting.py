@@ -110,6 +110,7 @@ async def test_node_readline(shell: PtyShell) -> None:
     await answer_and_finish(shell, b"demo\r")
 
 
+@pytest.mark.skipif(shutil.which("less") is None, reason="less is not installed")
 async def test_less_is_full_screen_and_q_leaves(shell: PtyShell, tmp_path: Path) -> None:
     (tmp_path / "long.txt").write_text("\n".join(f"line {n}" for n in range(200)))
     shell.submit("LESS= less long.txt")
@@ -151,6 +152,9 @@ def git_repo(tmp_path: Path) -> Path:
     return repo
 
 
+@pytest.mark.skipif(
+    shutil.which("git") is None or shutil.which("less") is None, reason="needs git and less"
+)
 async def test_git_log_pager_without_the_alternate_screen(git_repo: Path) -> None:
     sh = PtyShell(str(git_repo), env={"LESS": "FRX"})
     try:
