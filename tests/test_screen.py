@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from registry.screen import ScreenModel
 
@@ -144,3 +148,33 @@ def test_the_prompt_is_cached_until_new_output() -> None:
     assert screen.prompt_line() is first
     screen.feed(b"b")
     assert screen.prompt_line() == "a? b"
+
+
+_SEQUENCES = st.sampled_from(
+    [
+        b"\x1b[?1049h", b"\x1b[?1049l", b"\x1b[?47h", b"\x1b[?1h", b"\x1b[?1l", b"\x1b[?2004h",
+        b"\x1b[?1;1049l", b"\x1b[01;34m", b"\x1b[0m", b"\x1b[?4m", b"\x1b[2J", b"\x1b]0;t\x07",
+        b"text", b"\r\n", b"?", b"\x1b", b"[", b"h",
+    ]
+)  # fmt: skip
+
+
+@given(st.lists(_SEQUENCES, max_size=40), st.lists(st.integers(0, 400), max_size=6))
+def test_modes_do_not_depend_on_how_output_is_cut(parts: list[bytes], cuts: list[int]) -> None:
+    data = b"".join(parts)
+    whole = ScreenModel()
+    whole.feed(data)
+    pieces = ScreenModel()
+    edges = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    for start, end in itertools.pairwise(edges):
+        pieces.feed(data[start:end])
+    assert pieces.alternate_screen == whole.alternate_screen
+    assert pieces.application_cursor == whole.application_cursor
+    assert pieces.bracketed_paste == whole.bracketed_paste
+
+
+@given(st.binary(max_size=3000), st.integers(1, 200), st.integers(1, 60))
+def test_any_bytes_give_a_prompt_line(data: bytes, cols: int, rows: int) -> None:
+    screen = ScreenModel(cols, rows, window=512)
+    screen.feed(data)
+    assert isinstance(screen.prompt_line(), str)

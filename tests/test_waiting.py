@@ -256,6 +256,14 @@ async def test_without_syscalls_echo_off_is_possibly_a_password(tmp_path: Path) 
         sh.close()
 
 
+async def test_backspace_sends_the_terminals_erase_character(shell: PtyShell) -> None:
+    probe = TerminalProbe(shell.fd, shell.process.pid)
+    assert probe.erase_character() == b"\x7f"  # Linux ptys start with ^?
+    shell.submit("stty erase '^H'")
+    await shell.until_prompt()
+    assert probe.erase_character() == b"\x08"
+
+
 # -- negatives: never reported waiting -------------------------------------------------
 
 

@@ -127,6 +127,16 @@ class TerminalProbe:
             return None
         return bool(lflag & termios.ECHO), bool(lflag & termios.ICANON)
 
+    def erase_character(self) -> bytes:
+        """What the slave takes as erase (VERASE): what a Backspace key must send."""
+        try:
+            erase = termios.tcgetattr(self._fd)[6][termios.VERASE]
+        except (OSError, termios.error, IndexError):
+            return b"\x7f"
+        if isinstance(erase, int):
+            return bytes([erase]) if erase else b"\x7f"
+        return erase or b"\x7f"
+
     def device(self) -> int | None:
         """The slave's device number (what ``/dev/pts/N`` stats to)."""
         if self._device is None:
