@@ -101,6 +101,7 @@ def test_alternate_screen_is_full_screen_with_the_keys_that_leave() -> None:
     decision = decide(sample, 0.2, Screen(alternate_screen=True), command_running=True)
     assert decision.state is TerminalState.FULL_SCREEN
     assert decision.keys == ("Escape", ":qa!", "Enter")
+    assert decision.prompt is None  # a full screen has no one prompt line
 
 
 def test_keypad_mode_makes_a_pager_full_screen_without_the_alternate_screen() -> None:

@@ -142,7 +142,8 @@ def leave_keys(program: str | None) -> tuple[str, ...] | None:
     return _LEAVE_KEYS.get(program) or _LEAVE_KEYS.get(program.rsplit("/", 1)[-1])
 
 
-# Ends like a question or a prompt: "? ", ": ", "> ", "$ ", "# ", "] ", "» " ...
+# Ends like a question or a prompt: "? ", ": ", "> ", "$ ", "# ", "] ", "» ", a
+# zsh "% " (but not "45%": a percentage is progress, not a prompt).
 _PROMPT_SHAPE = re.compile(r"(?:[?:>$#\])»❯]|(?<![0-9])%)\s*$")
 _PASSWORD_WORDS = re.compile(r"pass(word|phrase)|\bPIN\b|verification code", re.IGNORECASE)
 
@@ -291,15 +292,7 @@ def _label(
     name = process.name
     if screen.alternate_screen or (name in _KEYPAD_PROGRAMS and screen.application_keypad):
         how = "the alternate screen is on" if screen.alternate_screen else "keypad mode is on"
-        return Decision(
-            TerminalState.FULL_SCREEN,
-            certainty,
-            name,
-            process.pid,
-            screen.prompt_line(),
-            leave_keys(name),
-            f"{why}; {how}",
-        )
+        return _full_screen(process, certainty, f"{why}; {how}")
     if sample.echo is False and sample.canonical is True:
         return Decision(
             TerminalState.WAITING_FOR_PASSWORD,
@@ -329,15 +322,7 @@ def _by_screen(
     """Only the screen can tell (proxy, unreadable): alternate screen or a prompt shape."""
     name = process.name
     if screen.alternate_screen:
-        return Decision(
-            TerminalState.FULL_SCREEN,
-            certainty,
-            name,
-            process.pid,
-            screen.prompt_line(),
-            leave_keys(name),
-            f"{why}; the alternate screen is on",
-        )
+        return _full_screen(process, certainty, f"{why}; the alternate screen is on")
     prompt = screen.prompt_line()
     if echo_off_canonical or looks_like_password_prompt(prompt):
         return Decision(
@@ -362,6 +347,21 @@ def _by_screen(
         program=name,
         pid=process.pid,
         reason=f"{why}; the screen shows no prompt",
+    )
+
+
+def _full_screen(process: ProcessState, certainty: Certainty, why: str) -> Decision:
+    # No prompt line: a full-screen program's cursor row is wherever it drew last
+    # (drawing a screenful costs ~10 ms with pyte, and every redraw would be a
+    # change); its name and the keys that leave it are what a caller needs.
+    return Decision(
+        TerminalState.FULL_SCREEN,
+        certainty,
+        process.name,
+        process.pid,
+        None,
+        leave_keys(process.name),
+        why,
     )
 
 

@@ -61,7 +61,8 @@ class WaitState:
     #: The program concerned: the one reading the terminal, else the group's leader.
     program: str | None = None
     pid: int | None = None
-    #: The cursor row when waiting (the question asked), else None.
+    #: The cursor row when waiting for input or a password (the question asked);
+    #: None otherwise (full screen included: see ``keys``).
     prompt: str | None = None
     #: For full screen: the named keys that leave it (``("q",)``), when known.
     keys: tuple[str, ...] | None = None
