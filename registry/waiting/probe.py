@@ -28,7 +28,7 @@ import contextlib
 import enum
 import os
 import termios
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import procfs
 from .sample import ProcessState, Sample, ThreadState, Wait
@@ -81,7 +81,6 @@ class _Look:
     terminal: int
     depth: int = 0
     unstable: bool = False
-    ctty: dict[int, int] = field(default_factory=dict)
 
 
 class TerminalProbe:
@@ -281,45 +280,7 @@ class TerminalProbe:
         look: _Look,
     ) -> tuple[set[_Fd], float | None, Sample | None]:
         """The kinds of fd a blocked call waits to read, its timeout, an inner pty."""
-        args = call.args
-        fds: list[int] = []
-        timeout: float | None = None
-        reads: list[tuple[int, int]] = []
-        if kind is CallKind.READ:
-            fds = [signed32(args[0])]
-        elif kind in (CallKind.SELECT, CallKind.PSELECT):
-            nfds = max(0, min(signed32(args[0]), _MAX_FDS))
-            reads = [(args[1], fd_set_bytes(nfds)), (args[4], TIME_STRUCT_BYTES)]
-        elif kind in (CallKind.POLL, CallKind.PPOLL):
-            count = max(0, min(args[1], _MAX_FDS))
-            reads = [(args[0], pollfd_bytes(count))]
-            if kind is CallKind.PPOLL:
-                reads.append((args[2], TIME_STRUCT_BYTES))
-            else:
-                timeout = _milliseconds(args[2])
-        elif kind is CallKind.EPOLL:
-            timeout = _milliseconds(args[3])
-        elif kind is CallKind.EPOLL_TIMESPEC:
-            reads = [(args[3], TIME_STRUCT_BYTES)]
-        if reads:
-            memory = procfs.read_memory(pid, reads)
-            # The call may have returned while we read its arguments: then the bytes
-            # may belong to the next call (a garbage timeout was seen this way).
-            if procfs.syscall(pid, tid) != line:
-                look.unstable = True
-            if kind in (CallKind.SELECT, CallKind.PSELECT):
-                nfds = max(0, min(signed32(args[0]), _MAX_FDS))
-                fds = fd_set_members(memory[0], nfds) if memory[0] else []
-                to_seconds = timeval_seconds if kind is CallKind.SELECT else timespec_seconds
-                timeout = to_seconds(memory[1]) if memory[1] else None
-            elif kind in (CallKind.POLL, CallKind.PPOLL):
-                fds = poll_readers(memory[0]) if memory[0] else []
-                if kind is CallKind.PPOLL:
-                    timeout = timespec_seconds(memory[1]) if memory[1] else None
-            elif kind is CallKind.EPOLL_TIMESPEC:
-                timeout = timespec_seconds(memory[0]) if memory[0] else None
-        if kind in (CallKind.EPOLL, CallKind.EPOLL_TIMESPEC):
-            fds = self._epoll_fds(pid, signed32(args[0]), nested=True)
+        fds, timeout = self._blocked_on(pid, tid, call, kind, line, look)
         kinds: set[_Fd] = set()
         inner: Sample | None = None
         for fd in fds:
@@ -328,6 +289,50 @@ class TerminalProbe:
             if fd_kind is _Fd.PTY_MASTER and index is not None and inner is None:
                 inner = self._inner(pid, index, look)
         return kinds, timeout, inner
+
+    def _blocked_on(
+        self, pid: int, tid: int, call: BlockedCall, kind: CallKind, line: str, look: _Look
+    ) -> tuple[list[int], float | None]:
+        """The fds a call waits to read and its timeout (None: indefinitely)."""
+        args = call.args
+        if kind is CallKind.READ:
+            return [signed32(args[0])], None
+        if kind is CallKind.EPOLL:
+            return self._epoll_fds(pid, signed32(args[0]), nested=True), _milliseconds(args[3])
+        if kind is CallKind.EPOLL_TIMESPEC:
+            (time,) = self._memory(pid, tid, line, look, [(args[3], TIME_STRUCT_BYTES)])
+            fds = self._epoll_fds(pid, signed32(args[0]), nested=True)
+            return fds, timespec_seconds(time) if time else None
+        if kind in (CallKind.SELECT, CallKind.PSELECT):
+            nfds = max(0, min(signed32(args[0]), _MAX_FDS))
+            reads = [(args[1], fd_set_bytes(nfds)), (args[4], TIME_STRUCT_BYTES)]
+            fd_set, time = self._memory(pid, tid, line, look, reads)
+            to_seconds = timeval_seconds if kind is CallKind.SELECT else timespec_seconds
+            return (fd_set_members(fd_set, nfds) if fd_set else []), (
+                to_seconds(time) if time else None
+            )
+        # poll, ppoll: an array of struct pollfd; ppoll's timeout is a timespec too.
+        count = max(0, min(args[1], _MAX_FDS))
+        if kind is CallKind.POLL:
+            (pollfds,) = self._memory(pid, tid, line, look, [(args[0], pollfd_bytes(count))])
+            timeout = _milliseconds(args[2])
+        else:
+            reads = [(args[0], pollfd_bytes(count)), (args[2], TIME_STRUCT_BYTES)]
+            pollfds, time = self._memory(pid, tid, line, look, reads)
+            timeout = timespec_seconds(time) if time else None
+        return (poll_readers(pollfds) if pollfds else []), timeout
+
+    @staticmethod
+    def _memory(
+        pid: int, tid: int, line: str, look: _Look, reads: list[tuple[int, int]]
+    ) -> list[bytes | None]:
+        """Read a call's arguments from the process's memory (None: a null pointer)."""
+        memory = procfs.read_memory(pid, reads)
+        # The call may have returned while we read: the bytes may then belong to the
+        # next call (a garbage timeout was seen this way), so the sample is dropped.
+        if procfs.syscall(pid, tid) != line:
+            look.unstable = True
+        return memory
 
     def _epoll_fds(self, pid: int, epfd: int, nested: bool) -> list[int]:
         info = procfs.fdinfo(pid, epfd)
