@@ -37,10 +37,11 @@ from .config import Settings
 from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
+from .fallback import integration_in_time
 from .keeper import Keeper
 from .listeners import Listeners
 from .run import TerminalRun
-from .terminals.base import IntegrationState, Terminal, TerminalListener, existing_directory
+from .terminals.base import Terminal, TerminalListener, existing_directory
 from .terminals.children import NOWHERE
 from .terminals.shell import ShellTerminal
 from .terminals.subprocess import SubprocessTerminal
@@ -272,11 +273,14 @@ class TerminalRegistry:
                 cwd or os.getcwd(), task_id, provider, settings=settings
             )
         if isinstance(terminal, ShellTerminal) and settings.fallback_to_subprocess:
-            fallback = await self._fallback_for(
-                terminal, task_id if terminal_id is None else None, settings
+            ready, why = await integration_in_time(
+                terminal,
+                settings.shell_integration_timeout,
+                settings.integration_absolute_timeout,
             )
-            if fallback is not None:
-                terminal = fallback
+            if not ready:
+                task = task_id if terminal_id is None else None
+                terminal = await self._substitute(terminal, task, settings, why)
         if timeout is None:
             timeout = settings.command_timeout
         run = await terminal.start(command, timeout=timeout, env=env)
@@ -296,30 +300,13 @@ class TerminalRegistry:
         if entry is not None:
             entry.unread.mark_retrieved(run)
 
-    async def _fallback_for(
-        self, terminal: ShellTerminal, task_id: str | None, settings: Settings
-    ) -> Terminal | None:
-        """The subprocess terminal to use instead, if the shell's integration is not up."""
-        if terminal.integration is IntegrationState.RICH:
-            return None
-        if terminal.integration is IntegrationState.PENDING:
-            with contextlib.suppress(TimeoutError):
-                state = await asyncio.wait_for(terminal.ready(), settings.shell_integration_timeout)
-                if state is IntegrationState.RICH:
-                    return None
-            terminal.give_up_integration()
-        entry = self.entry(terminal.id)
-        substitute = await self.get_or_create(
-            terminal.cwd,
-            task_id if task_id is not None else entry.task_id,
-            "subprocess",
-            settings=settings,
-        )
-        timeout_ms = int(settings.shell_integration_timeout * 1000)
-        self.entry(substitute.id).notes.append(
-            f"shell integration of terminal {terminal.id} ({terminal.shell}) did not come up "
-            f"within {timeout_ms} ms; ran in subprocess terminal {substitute.id} instead"
-        )
+    async def _substitute(
+        self, terminal: ShellTerminal, task_id: str | None, settings: Settings, why: str
+    ) -> Terminal:
+        """The subprocess terminal that runs the command instead (same task and cwd)."""
+        task = task_id if task_id is not None else self.entry(terminal.id).task_id
+        substitute = await self.get_or_create(terminal.cwd, task, "subprocess", settings=settings)
+        self.entry(substitute.id).notes.append(f"{why}; ran in subprocess terminal {substitute.id}")
         return substitute
 
     # -- releasing and closing ----------------------------------------------------

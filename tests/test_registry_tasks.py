@@ -4,7 +4,9 @@ keep tasks apart; a report can be looked at without taking it."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -79,3 +81,32 @@ async def test_a_report_can_be_peeked_at(reg: TerminalRegistry, tmp_path: Path) 
     taken = await reg.environment_details("p", 0)
     assert "peeked-output" in taken.markdown
     assert "peeked-output" not in (await reg.environment_details("p", 0)).markdown
+
+
+async def test_a_busy_machine_does_not_make_shells_fall_back(tmp_path: Path) -> None:
+    """Shells queued for a CPU are slow on the wall's clock, not on their own: all of
+    them come up rich and take their command, none falls back."""
+    home = tmp_path / "home"
+    home.mkdir()
+    # A startup file that needs some CPU (~0.1 s); sixteen of them on one CPU need
+    # several seconds of wall time, each far less of its own.
+    (home / ".bashrc").write_text("i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done\n")
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(saved)})  # the shells inherit one CPU to share
+    settings = dataclasses.replace(
+        fast_settings(),
+        default_shell="bash",
+        shell_integration_timeout=0.5,
+        integration_absolute_timeout=60.0,
+    )
+    reg = TerminalRegistry(settings)
+    try:
+        shells = await asyncio.gather(
+            *(reg.get_or_create(str(tmp_path), f"t{i}", env={"HOME": str(home)}) for i in range(16))
+        )
+        runs = await asyncio.gather(*(reg.run("echo up", terminal_id=t.id) for t in shells))
+        assert [run.note for run in runs if run.note] == []
+        assert {t.provider for t in reg.list()} == {"shell"}
+    finally:
+        os.sched_setaffinity(0, saved)
+        await reg.close()

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import struct
+import termios
 from collections.abc import Callable, Mapping, Sequence
 
 import pexpect
@@ -165,6 +168,14 @@ class AsyncPty:
         """Resize the PTY; the kernel sends SIGWINCH to its foreground process group."""
         if not self._closed:
             self._child.setwinsize(rows, cols)
+
+    def unread(self) -> int:
+        """Bytes the child wrote that we have not read yet (0 when unknown)."""
+        try:
+            data = fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return 0
+        return int(struct.unpack("i", data)[0])
 
     def foreground_process_group(self) -> int:
         """The PTY's foreground process group; -1 when it cannot be read."""

@@ -1,19 +1,17 @@
 """The shell provider: a real shell in a real PTY, driven by its OSC 633 markers.
 
-:class:`ShellTerminal` is the :class:`~registry.terminals.phases.PhaseMachine` (what
-the shell's markers say) on an :class:`~registry.terminals.pty.AsyncPty`, started
-with what :mod:`~registry.terminals.children` gives every child.  This module adds
-what we do to the shell:
+:class:`ShellTerminal` is a :class:`~registry.terminals.shell_process.ShellProcess`
+(the shell on an :class:`~registry.terminals.pty.AsyncPty`, with what the
+:class:`~registry.terminals.phases.PhaseMachine` makes of its markers), started with
+what :mod:`~registry.terminals.children` gives every child.  This module adds:
 
 * submission: a command typed in one write (``command\r``), as a bracketed paste
   when it has several lines and the shell's line editor takes one, else line by
   line, each after the shell asked for it; a command that never starts is
   abandoned; without integration :mod:`~registry.terminals.heuristic` drives it;
-* stopping a command: SIGINT to the PTY's foreground job (Ctrl-C when the shell
-  runs it itself), then SIGTERM to that job's processes, then the shell is given up
-  on and the terminal closed;
-* closing: SIGHUP to the shell, its tree and every process carrying the terminal's
-  tag, then SIGTERM, then SIGKILL; then the shell is reaped and its run ended.
+* input: what a client or a person types reaches the shell as it is.
+
+Stopping commands and ending the shell are :mod:`~registry.terminals.shell_process`'s.
 """
 
 from __future__ import annotations
@@ -23,59 +21,29 @@ import contextlib
 import logging
 import os
 import secrets
-import signal
-from collections.abc import Coroutine, Mapping
-from typing import Any
-
-import psutil
+from collections.abc import Mapping
 
 from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
-from ..processes import (
-    end_processes,
-    foreground_processes,
-    in_groups,
-    process_tree,
-    started_since,
-    tagged_processes,
-    wait_gone,
-)
 from ..run import RunState, TerminalRun
-from ..shell import ShellLaunch, prepare_launch
+from ..shell import prepare_launch
 from ..shell.syntax import with_exports
 from .base import IntegrationState, existing_directory
 from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement, agent_environment, new_tag
 from .heuristic import GuessedRun, drive
-from .phases import Phase, PhaseMachine, Submission
+from .phases import Phase, Submission
 from .pty import AsyncPty, spawn_child
+from .shell_process import ShellProcess
 
 __all__ = ["Phase", "ShellTerminal", "Submission"]
 
 log = logging.getLogger(__name__)
 
 
-class ShellTerminal(PhaseMachine):
+class ShellTerminal(ShellProcess):
     """A shell in a PTY. Create with :meth:`spawn`; close with :meth:`close`."""
 
     provider = "shell"
-
-    def __init__(
-        self,
-        terminal_id: int,
-        cwd: str,
-        settings: Settings,
-        launch: ShellLaunch,
-        nonce: str,
-        tag: str,
-        pty: AsyncPty,
-    ) -> None:
-        super().__init__(terminal_id, cwd, settings, nonce if launch.integrated else None)
-        self._launch = launch
-        self._tag = tag
-        self._pty = pty
-        self._loop = asyncio.get_running_loop()
-        self._tasks: set[asyncio.Task[object]] = set()
-        self._finalizing: asyncio.Task[None] | None = None
 
     # -- creation -----------------------------------------------------------------
 
@@ -129,38 +97,6 @@ class ShellTerminal(PhaseMachine):
 
     #: What the registry's provider table calls: :meth:`spawn`, with our integration.
     create = spawn
-
-    def _spawn_task(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
-        task: asyncio.Task[object] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    # -- reported state -----------------------------------------------------------
-
-    @property
-    def shell(self) -> str:
-        return self._launch.shell
-
-    @property
-    def pid(self) -> int | None:
-        return self._pty.pid
-
-    @property
-    def tag(self) -> str:
-        return self._tag
-
-    @property
-    def scratch(self) -> str | None:
-        return self._launch.temp_dir
-
-    @property
-    def size(self) -> tuple[int, int]:
-        """(cols, rows) of the PTY."""
-        if self._closed or self._pty.closed:
-            return (self._settings.cols, self._settings.rows)
-        rows, cols = self._pty.getwinsize()
-        return (cols, rows)
 
     # -- commands -----------------------------------------------------------------
 
@@ -276,15 +212,6 @@ class ShellTerminal(PhaseMachine):
 
     # -- what heuristic.drive needs (strategy none) -------------------------------
 
-    def _write(self, data: bytes) -> None:
-        self._pty.write(data)
-
-    def _interrupt_command(self) -> bool:
-        if not foreground_processes(self._pty.fd, self._pty.pid):
-            return False
-        self._send_interrupt()
-        return True
-
     def _submit_guessed(self, guess: GuessedRun) -> None:
         self._since_submission.clear()
         self._guess = guess
@@ -301,161 +228,12 @@ class ShellTerminal(PhaseMachine):
         self._prompt_event.set()
         self._finish_current(self._ending_or(RunState.COMPLETED), output=output, note=guess.NOTE)
 
-    # -- commands that do not start, and stopping ---------------------------------
-
-    def _start_overdue(self, run: TerminalRun) -> None:
-        """``command_start_timeout`` after submitting: has the command shown up?"""
-        if not run.done and not run.started and self._phase is Phase.SUBMITTED:
-            self._no_start(run)
-
-    def _timed_out(self, run: TerminalRun) -> None:
-        if not run.done:
-            self._spawn_task(self._interrupt(run, RunState.TIMED_OUT))
-
-    def _no_start(self, run: TerminalRun) -> None:
-        """No C and no prompt after submitting: decide from the processes."""
-        if foreground_processes(self._pty.fd, self._pty.pid):
-            # Something is running without markers (hooks broken by the user's rc):
-            # the next prompt (P;Cwd) still ends it; mark it started.
-            run.mark_started()
-            return
-        # A line editor swallowed it: nothing runs. Clear the line and report.
-        self._abandon_input(
-            RunState.COMPLETED,
-            "the shell did not start the command; output is what the screen showed",
-        )
-
-    async def _interrupt(self, run: TerminalRun, state: RunState) -> None:
-        """End a running command: SIGINT, then SIGTERM, then SIGKILL, grace apart."""
-        if run.done or self.current_run is not run:
-            return
-        self._end_as(state)
-        grace = self._settings.kill_grace
-        if not run.started and self._guess is None:
-            self._abandon_input(state, "ended before the command started", keep_screen=False)
-            return
-        groups: set[int] = set()  # the command's process groups, seen while it ran
-        reached_the_shell = not self._send_interrupt(groups)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(run.wait(), grace)
-        if not run.done and reached_the_shell and foreground_processes(self._pty.fd, self._pty.pid):
-            # The Ctrl-C came between the command's start (C) and its taking the
-            # terminal, so the shell got it: the command, in the foreground now,
-            # gets its own before anything harder.
-            self._send_interrupt(groups)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(run.wait(), grace)
-        if not run.done:
-            procs = foreground_processes(self._pty.fd, self._pty.pid)
-            if procs:
-                await end_processes(procs, grace, signals=(signal.SIGTERM,))
-                waited = grace
-            else:
-                # The shell runs it itself (a builtin loop): only SIGINT reaches it
-                # without ending the shell. Ask again and give it longer.
-                self._send_interrupt()
-                waited = 3 * grace
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(run.wait(), waited)
-        if not run.done:
-            # The shell itself does not come back: the terminal cannot be trusted.
-            log.warning("terminal %s: shell did not return after kill; closing", self.id)
-            self._finish_current(state, note="the shell did not return to a prompt")
-            await self.close()
-            return
-        await self._end_leftovers(run, groups)
-
-    async def _end_leftovers(self, run: TerminalRun, groups: set[int]) -> None:
-        """What the ended command started and left behind: the rest of its process
-        groups (``bash -c 'a & b & wait'``: the jobs ignore SIGINT and outlive the
-        bash, re-parented to init) and whatever joined the terminal's cgroup since
-        the command started (a setsid'd child) -- never the shell, nor the jobs of
-        earlier commands."""
-        leftovers = {p.pid: p for p in in_groups(groups, since=run.started_boot)}
-        group = self._placement.cgroup
-        if group is not None:
-            members = group.members() - {self._pty.pid}
-            for proc in started_since(members, run.started_boot):
-                leftovers.setdefault(proc.pid, proc)
-        if leftovers:
-            await end_processes(list(leftovers.values()), self._settings.kill_grace)
-
-    def _send_interrupt(self, groups: set[int] | None = None) -> bool:
-        """SIGINT to the foreground job, as Ctrl-C would, even if the tty is raw.
-
-        Returns whether a command's process group got it (else the shell did); that
-        group is added to ``groups``.
-        """
-        pgrp = self._pty.foreground_process_group()
-        if pgrp > 0 and pgrp != self._pty.pid:
-            if groups is not None:
-                groups.add(pgrp)
-            with contextlib.suppress(OSError):
-                os.killpg(pgrp, signal.SIGINT)
-            return True
-        # The shell runs it itself (builtins, a loop): Ctrl-C reaches the shell.
-        self._write(b"\x03")
-        return False
-
-    async def kill(self) -> None:
-        run = self.current_run
-        if run is not None:
-            await self._interrupt(run, RunState.CANCELLED)
+    # -- input ----------------------------------------------------------------------
 
     async def write(self, data: str | bytes) -> None:
         if self._closed:
             raise TerminalClosedError(f"terminal {self.id} is closed")
         self._write(data.encode("utf-8") if isinstance(data, str) else data)
-
-    def resize(self, cols: int, rows: int) -> None:
-        if cols <= 0 or rows <= 0:
-            raise ValueError(f"terminal size must be positive, got {cols}x{rows}")
-        if not self._closed and not self._pty.closed:
-            self._pty.setwinsize(rows, cols)
-            self._changed()
-
-    # -- ending -------------------------------------------------------------------
-
-    def _on_eof(self) -> None:
-        """The shell's side of the PTY is gone: the shell exited or was killed."""
-        for event in self._parser.flush():
-            if isinstance(event, bytes):
-                self._on_bytes(event)
-        if self._finalizing is None:
-            self._finalizing = asyncio.ensure_future(self._finalize())
-
-    async def _finalize(self) -> None:
-        """Reap the shell, end the current run, end leftovers, remove temp files."""
-        with contextlib.suppress(psutil.Error):
-            # Its PTY is closed, so it is on its way out; give it time to finish
-            # (under load that can take a while) before the PTY's close forces it.
-            await wait_gone([psutil.Process(self._pty.pid)], max(5.0, self._settings.kill_grace))
-        self._pty.close()
-        status, signum = self._pty.exit_status, self._pty.exit_signal
-        leftovers = tagged_processes(TERMINAL_TAG_VARIABLE, self._tag)
-        if leftovers:
-            await end_processes(leftovers, self._settings.kill_grace, signals=(signal.SIGTERM,))
-        await self._end_group(self._settings.kill_grace)
-        self._launch.cleanup()
-        self._shell_gone(status, signum)
-
-    async def close(self) -> None:
-        """End the shell and everything it started; remove our temporary files."""
-        if self._closed:
-            return
-        if self._finalizing is None:
-            self._end_as(RunState.CANCELLED, unless_ending=True)
-            # SIGHUP first, as when a terminal window closes: the shell passes it on
-            # to its jobs. Then SIGTERM, then SIGKILL.
-            procs = process_tree(self._pty.pid, TERMINAL_TAG_VARIABLE, self._tag)
-            await end_processes(procs, self._settings.kill_grace, signals=(signal.SIGHUP,))
-        if self._finalizing is None:
-            # The EOF has not been seen (or never will be): finalise directly.
-            self._pty.stop_reading()
-            self._finalizing = asyncio.ensure_future(self._finalize())
-        await asyncio.shield(self._finalizing)
-        for task in list(self._tasks):
-            task.cancel()
 
 
 def _cancel_all(timers: list[asyncio.TimerHandle]) -> None:
