@@ -221,6 +221,9 @@ class ShellTerminal(ShellProcess):
     def _screen_since_submission(self) -> bytes:
         return bytes(self._since_submission)
 
+    def _recent_screen(self) -> bytes:
+        return self.replay(4096)
+
     def _end_guessed(self, guess: GuessedRun, output: bytes, cwd: str | None) -> None:
         if cwd is not None:
             self._set_cwd(cwd)
