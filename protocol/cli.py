@@ -103,6 +103,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
     ended: dict[int, dict[str, Any]] = {}
     seen: dict[int, dict[str, Any]] = {}
     mine: int | None = None
+    streamed: list[bool] = []
 
     def on_write(params: dict[str, Any]) -> None:
         run_id = params.get("runId")
@@ -111,6 +112,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         if mine is None:
             buffered.setdefault(run_id, []).append(params["data"])
         elif run_id == mine and not args.json:
+            streamed.append(True)
             out.write(params["data"].encode("utf-8"))
             out.flush()
 
@@ -140,6 +142,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
     terminal_id = started["terminalId"]
     if not args.json:
         for chunk in buffered.pop(mine, []):
+            streamed.append(True)
             out.write(chunk.encode("utf-8"))
         out.flush()
 
@@ -169,10 +172,20 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         "shellIntegration": terminal["shellIntegration"],
         "note": note,
     }
+    # This run's output, left unretrieved for `env` as the live output was: one path,
+    # one meaning, with --json or without.
+    own = {"terminalId": terminal_id, "runId": mine, "peek": True}
     if args.json:
-        summary["output"] = client.request(methods.OUTPUT, {"terminalId": terminal_id})["output"]
+        summary["output"] = client.request(methods.OUTPUT, own)["output"]
         print(json.dumps(summary, indent=2))
     else:
+        if not streamed:
+            # Nothing came live (a line the shell refused: its message is on the
+            # screen, not in a command's output): print what the run kept.
+            text = client.request(methods.OUTPUT, own)["output"]
+            if text:
+                out.write(text.encode("utf-8") + (b"" if text.endswith("\n") else b"\n"))
+                out.flush()
         lines = [
             f"exit code: {code if code is not None else 'unknown'}"
             + (f" ({summary['signal']})" if summary["signal"] else ""),

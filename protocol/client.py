@@ -265,8 +265,17 @@ class RegistryClient:
     async def get(self, terminal_id: int) -> wire.TerminalInfo:
         return _terminal(await self._request(methods.GET, {"terminalId": terminal_id}))
 
-    async def output(self, terminal_id: int) -> str:
-        result = await self._request(methods.OUTPUT, {"terminalId": terminal_id})
+    async def output(
+        self, terminal_id: int, *, run_id: int | None = None, peek: bool = False
+    ) -> str:
+        """Output not retrieved yet (of one run, with ``run_id``); marked retrieved unless
+        ``peek``."""
+        params: dict[str, Any] = {"terminalId": terminal_id}
+        if run_id is not None:
+            params["runId"] = run_id
+        if peek:
+            params["peek"] = True
+        result = await self._request(methods.OUTPUT, params)
         return str(result["output"])
 
     async def replay(self, terminal_id: int, max_bytes: int | None = None) -> str:

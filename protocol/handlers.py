@@ -135,8 +135,9 @@ async def list_terminals(ls: ConnectionServer, params: Any) -> Any:
 
 
 async def output(ls: ConnectionServer, params: Any) -> Any:
-    p = wire.structure_params(wire.TerminalIdParams, params)
-    return wire.unstructure(wire.OutputResult(ls.registry.unretrieved_output(p.terminal_id)))
+    p = wire.structure_params(wire.OutputParams, params)
+    text = ls.registry.unretrieved_output(p.terminal_id, run_id=p.run_id, peek=p.peek)
+    return wire.unstructure(wire.OutputResult(text))
 
 
 async def get(ls: ConnectionServer, params: Any) -> Any:

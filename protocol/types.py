@@ -38,6 +38,7 @@ __all__ = [
     "EnvironmentDetailsParams",
     "EnvironmentDetailsResult",
     "ListParams",
+    "OutputParams",
     "OutputResult",
     "ReleaseParams",
     "ReplayParams",
@@ -102,6 +103,15 @@ class ResizeParams:
 @attrs.define
 class TerminalIdParams:
     terminal_id: int
+
+
+@attrs.define
+class OutputParams:
+    terminal_id: int
+    #: Only this run's output (a run of that terminal).
+    run_id: int | None = None
+    #: Leave it unretrieved.
+    peek: bool = False
 
 
 @attrs.define
@@ -224,7 +234,7 @@ REQUESTS: dict[str, tuple[type, Any]] = {
     methods.KILL: (TerminalIdParams, None),
     methods.CLOSE: (TerminalIdParams, None),
     methods.LIST: (ListParams, list[TerminalInfo]),
-    methods.OUTPUT: (TerminalIdParams, OutputResult),
+    methods.OUTPUT: (OutputParams, OutputResult),
     methods.GET: (TerminalIdParams, TerminalInfo),
     methods.REPLAY: (ReplayParams, ReplayResult),
     methods.RELEASE: (ReleaseParams, None),

@@ -228,12 +228,18 @@ class TerminalRegistry:
     def is_hot(self, terminal_id: int) -> bool:
         return self.entry(terminal_id).hot.is_hot()
 
-    def unretrieved_output(self, terminal_id: int) -> str:
-        """Output not retrieved yet, cleaned; now marked retrieved."""
-        entry = self._entries.get(terminal_id) or self._closed_unread.pop(terminal_id, None)
+    def unretrieved_output(
+        self, terminal_id: int, *, run_id: int | None = None, peek: bool = False
+    ) -> str:
+        """Output not retrieved yet (of one run, with ``run_id``), cleaned; now marked
+        retrieved, unless ``peek``."""
+        entry = self._entries.get(terminal_id) or self._closed_unread.get(terminal_id)
         if entry is None:
             raise UnknownTerminalError(terminal_id)
-        return "\n".join(u.text for u in entry.unread.take() if u.text)
+        taken = entry.unread.take(run_id=run_id, peek=peek)
+        if entry.terminal.closed and not entry.unread.has_unread_completed():
+            self._closed_unread.pop(terminal_id, None)
+        return "\n".join(u.text for u in taken if u.text)
 
     # -- running ------------------------------------------------------------------
 

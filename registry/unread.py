@@ -95,16 +95,21 @@ class RunOutputQueue:
         """Whether a run of ``task_id`` has output not handed out yet."""
         return any(e.run.task_id == task_id for e in self._entries)
 
-    def take(self, task_id: str | None = None, *, peek: bool = False) -> list[UnreadRun]:
+    def take(
+        self, task_id: str | None = None, *, run_id: int | None = None, peek: bool = False
+    ) -> list[UnreadRun]:
         """Hand out everything unread (complete lines of running runs); mark it read.
 
         With ``task_id``, only runs of that task and of no task: another task's output
-        stays for that task.  With ``peek``, nothing is marked read.
+        stays for that task; with ``run_id``, only that run's.  With ``peek``, nothing
+        is marked read.
         """
         taken: list[UnreadRun] = []
         for entry in list(self._entries):
             run = entry.run
             if task_id is not None and run.task_id not in (task_id, None):
+                continue
+            if run_id is not None and run.id != run_id:
                 continue
             ended = run.done
             data = entry.pending.getvalue()

@@ -172,6 +172,11 @@ class ShellTerminal(ShellProcess):
         self._phase = Phase.SUBMITTED
         lines = command.split("\n")
         data = command.encode("utf-8", "surrogateescape")
+        if self._line_may_hold_text:
+            # Ctrl-U first: the line editor kept the last line (fish does, after a
+            # syntax error), and ours would be typed after it.
+            self._line_may_hold_text = False
+            self._write(b"\x15")
         if len(lines) == 1:
             self._write(data + b"\r")
         elif self._bracketed_paste:

@@ -96,6 +96,14 @@ export interface TerminalIdParams {
   terminalId: number;
 }
 
+export interface OutputParams {
+  terminalId: number;
+  /** Only this run's output. */
+  runId?: number;
+  /** Leave the output unretrieved. */
+  peek?: boolean;
+}
+
 export interface ListParams {
   taskId?: string;
   busy?: boolean;
@@ -224,7 +232,7 @@ export interface RequestMap {
   'terminal/kill': [TerminalIdParams, null];
   'terminal/close': [TerminalIdParams, null];
   'terminal/list': [ListParams, Terminal[]];
-  'terminal/output': [TerminalIdParams, OutputResult];
+  'terminal/output': [OutputParams, OutputResult];
   'terminal/get': [TerminalIdParams, Terminal];
   'terminal/replay': [ReplayParams, ReplayResult];
   'terminal/release': [ReleaseParams, null];

@@ -98,10 +98,18 @@ __tr_preexec() {
   __tr_osc "E;$__tr_escaped"
 }
 
+__tr_histcmd="${HISTCMD-}"
 __tr_precmd() {
   local status="$?"
   __tr_armed=""
   __tr_escape "$PWD"
+  if [[ -z "$__tr_running" && "${HISTCMD-}" != "$__tr_histcmd" ]]; then
+    # A line went into history and nothing ran: bash refused it (a syntax error,
+    # status 2) or it was only a comment. Its status is bash's own, as `echo $?`
+    # would show it.
+    __tr_running=1
+  fi
+  __tr_histcmd="${HISTCMD-}"
   if [[ -n "$__tr_running" ]]; then
     __tr_running=""
     # D and P in one write: one wake-up of the terminal instead of two.
