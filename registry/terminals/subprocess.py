@@ -30,6 +30,8 @@ from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
 from ..processes import end_processes, process_tree, tagged_processes
 from ..run import RunState, TerminalRun
+from ..shell import write_private
+from ..shell.syntax import LONG_COMMAND_BYTES, source_line
 from .base import IntegrationState, Terminal, existing_directory
 from .children import (
     NOWHERE,
@@ -54,6 +56,11 @@ _WRAPPER = (
 #: Variables a shell sets for itself; their changes never carry over.
 _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "__tr_state", "__tr_status"})
 _STDIN_NOTE = "stdin is at end-of-file here: programs that wait for input get none"
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _posix_shell(preferred: str) -> str:
@@ -150,6 +157,12 @@ class SubprocessTerminal(Terminal):
         run.note = _STDIN_NOTE
         state_file = os.path.join(self._state_dir, f"run-{run.id}")
         run_env = {**self._env, **(env or {}), RUN_TAG_VARIABLE: f"{self._tag}.{run.id}"}
+        argument = command
+        if len(command.encode("utf-8", "surrogateescape")) > LONG_COMMAND_BYTES:
+            # Too long for one argument: the wrapper sources it from a private file.
+            argument = source_line(None, f"{state_file}.command")
+            write_private(f"{state_file}.command", command)
+            run.add_done_callback(lambda: _remove(f"{state_file}.command"))
         self._begin_run(run)
         loop = asyncio.get_running_loop()
         try:
@@ -159,7 +172,7 @@ class SubprocessTerminal(Terminal):
                 "-c",
                 _WRAPPER,
                 "terminal-registry",
-                command,
+                argument,
                 state_file,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
