@@ -20,7 +20,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from registry.output import compress_terminal_output
+from registry.model_text import TextLimits, last_line
 from registry.run import TerminalRun
 
 from . import methods
@@ -38,15 +38,8 @@ def _info(ls: ConnectionServer, terminal: Any) -> Any:
     return wire.unstructure(terminal_info(ls.registry, terminal))
 
 
-def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
-    settings = ls.settings
-    text = run.text()
-    output = compress_terminal_output(
-        text,
-        settings.output_line_limit,
-        settings.output_character_limit,
-        settings.compress_progress_bar,
-    )
+async def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
+    output = await ls.registry.run_output(run, ls.settings)
     stdout = run.stdout
     stderr = run.stderr
     return wire.RunResult(
@@ -56,13 +49,14 @@ def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
         state=run.state.value,
         exit_code=run.exit_code,
         signal=run.signal,
-        output=output,
-        truncated=run.dropped_bytes > 0 or "omitted...]" in output[: len(output)],
+        output=output.text.text,
+        truncated=output.text.truncated,
         cwd=run.cwd,
         duration_ms=round(run.duration * 1000),
         stdout=stdout.decode("utf-8", "replace") if stdout is not None else None,
         stderr=stderr.decode("utf-8", "replace") if stderr is not None else None,
         note=run.note,
+        full_output_path=output.full_output_path,
     )
 
 
@@ -90,7 +84,7 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
         settings=ls.settings,
     )
     if p.background:
-        return wire.unstructure(run_result(ls, started))
+        return wire.unstructure(await run_result(ls, started))
     progress = _Progress(ls, p.work_done_token, started) if p.work_done_token else None
     try:
         await registry.wait(started)
@@ -102,7 +96,7 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
     finally:
         if progress is not None:
             progress.end()
-    return wire.unstructure(run_result(ls, started))
+    return wire.unstructure(await run_result(ls, started))
 
 
 async def write(ls: ConnectionServer, params: Any) -> Any:
@@ -232,13 +226,10 @@ class _Progress:
     async def _report(self) -> None:
         last = ""
         started = time.monotonic()
-        compress = self._ls.settings.compress_progress_bar
+        limits = TextLimits.of(self._ls.settings)
         while not self._run.done:
             await asyncio.sleep(PROGRESS_INTERVAL)
-            text = self._run.output[-4096:].decode("utf-8", "replace")
-            cleaned = compress_terminal_output(text, None, None, compress)
-            lines = [line for line in cleaned.splitlines() if line.strip()]
-            line = lines[-1] if lines else ""
+            line = last_line(self._run.output[-4096:].decode("utf-8", "replace"), limits)
             if line != last:
                 last = line
                 elapsed = time.monotonic() - started

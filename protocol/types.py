@@ -173,6 +173,8 @@ class RunResult:
     stderr: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
     #: Added field: why the run ended as it did (fallbacks, heuristics, failures).
     note: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
+    #: Added field: when ``output`` was cut, a file with all of it (cleaned).
+    full_output_path: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
 
 
 @attrs.define

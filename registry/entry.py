@@ -14,7 +14,9 @@ from collections.abc import Callable
 
 from .config import Settings
 from .environment import ReportedRun, ReportedTerminal
+from .full_output import FullOutputs
 from .hot import HotTracker
+from .model_text import TextLimits
 from .run import TerminalRun
 from .terminals.base import Terminal
 from .unread import RunOutputQueue, UnreadRun
@@ -42,12 +44,9 @@ class TerminalEntry:
         self.claimed = False
         #: The normalised live cwd it is indexed under.
         self.key = normalise_path(terminal.cwd)
-        self.unread = RunOutputQueue(
-            settings.run_output_cap,
-            settings.output_line_limit,
-            settings.output_character_limit,
-            settings.compress_progress_bar,
-        )
+        self.unread = RunOutputQueue(settings.run_output_cap, TextLimits.of(settings))
+        #: Files with the whole output of runs whose text for a model was cut.
+        self.full_outputs = FullOutputs(settings.full_output_cap)
         self.hot = HotTracker(settings.hot_timeout, settings.hot_compiling_timeout)
         self.cool_timer: asyncio.TimerHandle | None = None
         #: Said on the next run's note: why this terminal runs it (a fallback, a

@@ -38,9 +38,11 @@ from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .fallback import integration_in_time
+from .full_output import RunOutput, run_output
 from .keeper import Keeper
 from .listeners import Listeners
 from .lookup import PlaceIndex, choose
+from .model_text import TextLimits
 from .run import TerminalRun
 from .terminals.base import Terminal, TerminalListener, existing_directory
 from .terminals.children import NOWHERE
@@ -272,6 +274,17 @@ class TerminalRegistry:
         await run.wait()
         self.mark_retrieved(run)
         return run
+
+    async def run_output(self, run: TerminalRun, settings: Settings | None = None) -> RunOutput:
+        """A run's text for a model (``settings``' limits, the terminal's screen) and,
+        once it has ended and that text was cut, the path of a file with all of it."""
+        entry = self._entries.get(run.terminal_id) or self._closed_unread.get(run.terminal_id)
+        terminal = entry.terminal if entry is not None else None
+        rows = terminal.size[1] if isinstance(terminal, ShellTerminal) else None
+        limits = TextLimits.of(settings or self.settings, rows)
+        if entry is None or entry.terminal.closed:
+            return await run_output(run, None, None, limits)
+        return await run_output(run, entry.full_outputs, entry.terminal.scratch, limits)
 
     def mark_retrieved(self, run: TerminalRun) -> None:
         """The caller got this run's whole output with its result: it is not news."""

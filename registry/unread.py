@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .output import BoundedBuffer, IncrementalText, compress_terminal_output
+from .model_text import TextLimits, model_text
+from .output import BoundedBuffer, IncrementalText
 from .run import RunState, TerminalRun
 
 __all__ = ["RunOutputQueue", "UnreadRun"]
@@ -43,17 +44,9 @@ class _Entry:
 class RunOutputQueue:
     """The unread output of one terminal's runs, oldest first."""
 
-    def __init__(
-        self,
-        cap: int,
-        line_limit: int = 500,
-        char_limit: int = 50_000,
-        compress_progress_bar: bool = True,
-    ) -> None:
+    def __init__(self, cap: int, limits: TextLimits | None = None) -> None:
         self._cap = cap
-        self._line_limit = line_limit
-        self._char_limit = char_limit
-        self._compress = compress_progress_bar
+        self._limits = limits or TextLimits()
         self._entries: deque[_Entry] = deque()
 
     def run_started(self, run: TerminalRun) -> None:
@@ -136,9 +129,7 @@ class RunOutputQueue:
                         run.state,
                         run.exit_code,
                         ended,
-                        compress_terminal_output(
-                            text, self._line_limit, self._char_limit, self._compress
-                        ).rstrip("\n"),
+                        model_text(text, self._limits).text.rstrip("\n"),
                     )
                 )
         return taken

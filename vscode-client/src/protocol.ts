@@ -45,7 +45,7 @@ export interface RunResult {
   exitCode: number | null;
   /** For exit codes above 128, the signal's name (`SIGINT`, `SIGTERM`, ...). */
   signal: string | null;
-  /** Text for a model: escapes removed, progress bars collapsed, truncated head+tail. */
+  /** Text for a model: as the terminal showed it, long lines clamped, head+tail kept; says a timeout. */
   output: string;
   truncated: boolean;
   /** Where the shell stands after the command; null while a background run goes on. */
@@ -57,6 +57,8 @@ export interface RunResult {
   stderr?: string;
   /** Why the run ended as it did, when that needs saying (fallback, heuristics, ...). */
   note?: string;
+  /** When `output` was cut: a file with the whole output, cleaned (removed with the terminal). */
+  fullOutputPath?: string;
 }
 
 // -- request params and results ---------------------------------------------------------
@@ -152,6 +154,8 @@ export interface Settings {
   shellIntegrationTimeoutMs?: number;
   outputLineLimit?: number;
   outputCharacterLimit?: number;
+  outputLineCharacterLimit?: number;
+  fullOutputCapBytes?: number;
   compressProgressBar?: boolean;
   defaultShell?: string;
   commandTimeoutMs?: number | null;
