@@ -80,6 +80,10 @@ class TerminalEntry:
         self._schedule_cooling(cooled)
         return not was_hot
 
+    def between_runs(self, data: bytes) -> None:
+        """Output of no command (a background job's): unread, for the task bound now."""
+        self.unread.between_runs(data, self.task_id)
+
     def _schedule_cooling(self, cooled: Callable[[], None]) -> None:
         if self.cool_timer is not None:
             return

@@ -407,6 +407,9 @@ class _EntryListener(TerminalListener):
             self._registry._changed(terminal)
         self._registry._listeners.call(lambda listener: listener.on_output(terminal, data, run))
 
+    def on_idle_output(self, terminal: Terminal, data: bytes) -> None:
+        self._entry.between_runs(data)
+
     def _cooled(self) -> None:
         self._registry._changed(self._entry.terminal)
 

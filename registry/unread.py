@@ -1,5 +1,10 @@
 """Output not yet retrieved: per terminal, a queue of runs and what they have not handed out.
 
+Output between runs (a background job's, a job notice) is queued too, in time order
+with the runs, as the output of no command: ``run_id`` and ``command_line`` None.
+Only its complete lines are handed out; a line left open when the next command
+starts is the prompt's or what was typed there, and is dropped.
+
 Completed runs stay queued on their terminal until their output has been retrieved;
 retrieving marks it read, so the next report does not repeat it.  While a run is
 still going only complete lines are handed out (a half-written line waits for its
@@ -23,18 +28,34 @@ __all__ = ["RunOutputQueue", "UnreadRun"]
 class UnreadRun:
     """What one run had not yet handed out, cleaned for a model."""
 
-    run_id: int
-    command_line: str
+    #: None for output between runs (of no command).
+    run_id: int | None
+    command_line: str | None
     state: RunState
     exit_code: int | None
     ended: bool
     text: str
 
 
+class _Between:
+    """Output between two runs, standing in for a run in the queue."""
+
+    id: int | None = None
+    command_line: str | None = None
+    state = RunState.COMPLETED
+    exit_code: int | None = None
+    output_replaced = False
+
+    def __init__(self, task_id: str | None) -> None:
+        self.task_id = task_id
+        #: The next run has started: nothing more joins this.
+        self.done = False
+
+
 class _Entry:
     __slots__ = ("decoder", "pending", "run", "taken")
 
-    def __init__(self, run: TerminalRun, cap: int) -> None:
+    def __init__(self, run: TerminalRun | _Between, cap: int) -> None:
         self.run = run
         self.pending = BoundedBuffer(cap)
         self.decoder = IncrementalText()
@@ -50,7 +71,25 @@ class RunOutputQueue:
         self._entries: deque[_Entry] = deque()
 
     def run_started(self, run: TerminalRun) -> None:
+        if self._entries and isinstance(self._entries[-1].run, _Between):
+            self._entries[-1].run.done = True
         self._entries.append(_Entry(run, self._cap))
+
+    def between_runs(self, data: bytes, task_id: str | None) -> None:
+        """Output of no command (the terminal's task was ``task_id``)."""
+        entries = self._entries
+        last = entries[-1] if entries else None
+        if last is not None and not last.run.done and len(entries) > 1:
+            # A command has just started (bash's job notices come right after its
+            # start marker): what it did not write belongs with what came before it.
+            before = entries[-2]
+            if isinstance(before.run, _Between) and before.run.task_id == task_id:
+                before.pending.append(data)
+                return
+        if last is None or not isinstance(last.run, _Between) or last.run.done:
+            last = _Entry(_Between(task_id), self._cap)
+            entries.append(last)
+        last.pending.append(data)
 
     def output(self, run: TerminalRun, data: bytes) -> None:
         # The newest entry is almost always the one: check it before searching.
@@ -105,11 +144,12 @@ class RunOutputQueue:
             if run_id is not None and run.id != run_id:
                 continue
             ended = run.done
+            between = isinstance(run, _Between)
             data = entry.pending.getvalue()
-            if not ended:
+            if not ended or between:
                 cut = data.rfind(b"\n") + 1
                 rest, data = data[cut:], data[:cut]
-            else:
+            if ended:
                 rest = b""
             if peek:
                 text = entry.decoder.peek(data, final=ended)
@@ -121,7 +161,7 @@ class RunOutputQueue:
                 text = entry.decoder.decode(data, final=ended)
                 if ended:
                     self._entries.remove(entry)
-            if text or ended:
+            if text.strip() if between else text or ended:
                 taken.append(
                     UnreadRun(
                         run.id,

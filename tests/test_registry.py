@@ -322,7 +322,7 @@ async def test_environment_details_with_a_real_background_loop(tmp_path: Path) -
             f"### Working Directory: `{tmp_path}`\n"
             "### New Output\n"
             "Command: `bash -c 'for i in 1 2 3; do echo $i; sleep 1; done'` (exit code 0)\n"
-            "1\n2\n3\n"
+            "```\n1\n2\n3\n```\n"
         )
         assert (await reg.environment_details("t", cooldown_timeout=0)).markdown == ""
     finally:
@@ -342,7 +342,7 @@ async def test_environment_details_active_terminal(tmp_path: Path) -> None:
             "# Actively Running Terminals\n## Terminal 1 (Active)\n"
             f"### Working Directory: `{tmp_path}`\n"
             "### Original command: `echo serving; read x`\n"
-            "### New Output\nserving\n"
+            "### New Output\n```\nserving\n"
         )
         assert terminal.command_line == "echo serving; read x"
         await reg.get(1).write("\r")

@@ -65,6 +65,10 @@ class TerminalListener:
     def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
         """Raw output (escape sequences kept, markers removed) as it arrives."""
 
+    def on_idle_output(self, terminal: Terminal, data: bytes) -> None:
+        """Output of no command, between runs: a background job's, a job notice.
+        (It reached :meth:`on_output` too; prompts and typed echo are not this.)"""
+
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
         """A command started (including one typed into the terminal)."""
 
@@ -237,6 +241,9 @@ class Terminal(abc.ABC):
         """Output arrived: into the replay buffer, then to the listeners."""
         self._replay.append(data)
         self._listeners.call(lambda listener: listener.on_output(self, data, run))
+
+    def _idle_output(self, data: bytes) -> None:
+        self._listeners.call(lambda listener: listener.on_idle_output(self, data))
 
     def _changed(self) -> None:
         self._listeners.call(lambda listener: listener.on_change(self))

@@ -92,6 +92,8 @@ class PhaseMachine(Terminal):
         self._bracketed_paste = False
         self._verified_cwd = False
         self._last_command_line: str | None = None
+        #: Someone typed at the prompt (write()): what shows now is its echo.
+        self._typed_at_prompt = False
         #: What the screen showed since the current command was typed (its echo, its
         #: output, the next prompt): the output where markers cannot delimit it.
         self._since_submission = bytearray()
@@ -188,6 +190,16 @@ class PhaseMachine(Terminal):
         else:
             run = None
         self._output(data, run)
+        if (
+            phase is Phase.PROMPT
+            and run is None
+            and self._submission is Submission.IDLE
+            and not self._typed_at_prompt
+            and self._integration is IntegrationState.RICH
+        ):
+            # After the prompt is up, no command running, nothing typed: a
+            # background job writing (a prompt is only ever printed before B).
+            self._idle_output(data)
 
     def _on_marker(self, marker: Marker) -> None:
         if marker.family != "633":
@@ -219,6 +231,7 @@ class PhaseMachine(Terminal):
             self._complete_rich_run()
         if self._phase in (Phase.STARTING, Phase.AWAITING_PROMPT, Phase.ENDED, Phase.PROMPT):
             self._phase = Phase.PROMPT
+            self._typed_at_prompt = False
             self._prompt_event.set()
 
     def _on_command_line(self, marker: Marker) -> None:  # E
@@ -268,6 +281,12 @@ class PhaseMachine(Terminal):
                 self._bracketed_paste = value == "on"
             elif key == "IntegrationStarting":
                 self._integration_seen = True
+            elif key == "JobNotices" and value:
+                # Taken by our hook before bash printed them into the next command's
+                # output: shown where bash would have, but output of no command.
+                notices = value.replace("\n", "\r\n").encode("utf-8", "replace")
+                self._output(notices, None)
+                self._idle_output(notices)
         if not has_cwd or self._submission is Submission.TYPING_LINES:
             if has_cwd and self._phase in (Phase.SUBMITTED, Phase.ENDED):
                 self._phase = Phase.AWAITING_PROMPT

@@ -252,6 +252,8 @@ class ShellTerminal(ShellProcess):
     async def write(self, data: str | bytes) -> None:
         if self._closed:
             raise TerminalClosedError(f"terminal {self.id} is closed")
+        if self.current_run is None:
+            self._typed_at_prompt = True  # its echo is not a background job's output
         self._write(data.encode("utf-8") if isinstance(data, str) else data)
 
 

@@ -238,7 +238,9 @@ class SubprocessTerminal(Terminal):
             run.append_stream(stream, data)
             self._output(data, run)
         else:
+            # A background child of an ended command: output between runs.
             self._output(data, None)
+            self._idle_output(data)
 
     def _apply_state(self, state_file: str, run_env: Mapping[str, str] | None) -> None:
         """Take the command's final cwd and exported environment from its state file."""

@@ -4,7 +4,8 @@
 #   A prompt start, B prompt end, C and E;<command line> before a command runs,
 #   D;<exit code> when it has ended, P;Cwd=<dir> before every prompt, F/G around the
 #   continuation prompt (PS2), and once, before the user's startup files run,
-#   P;IntegrationStarting=bash (so a slow rc is waited for, not given up on).
+#   P;IntegrationStarting=bash (so a slow rc is waited for, not given up on), and
+#   P;JobNotices=<text> for background jobs that ended while the prompt was up.
 # It sources what an interactive bash would have sourced, then hooks in while keeping
 # the user's $?, PROMPT_COMMAND (string or array), DEBUG trap and bash-preexec arrays.
 # Every variable reference survives `set -u`.
@@ -92,9 +93,24 @@ __tr_ps0_c="\${__tr_nil[__tr_running=1]-}\e]633;C;$__tr_nonce\a"
 
 # E carries at most 8 KB of the command line: escaped, it stays far inside the
 # server's 64 KB bound on one marker (a longer one would be given up on as output).
+# A background job that ended while the prompt was up is reported by bash just before
+# the next command runs -- inside that command's output. `jobs -n` here, before bash
+# gets to it, takes the notices (and marks them reported, so bash prints nothing);
+# they go in a marker of their own: output of no command.
+__tr_job_notices() {
+  [[ -n "$__tr_dir" ]] || return 0
+  builtin jobs -n >|"$__tr_dir/jobs" 2>/dev/null || return 0
+  [[ -s "$__tr_dir/jobs" ]] || return 0
+  local notices=""
+  IFS= builtin read -r -d '' notices <"$__tr_dir/jobs"
+  __tr_escape "$notices"
+  __tr_osc "P;JobNotices=$__tr_escaped"
+}
+
 __tr_preexec() {
   __tr_armed=""
   __tr_running=1
+  __tr_job_notices
   __tr_command_line
   (( ${#__tr_line} <= 8192 )) || __tr_line="${__tr_line:0:8192}"
   __tr_escape "$__tr_line"
