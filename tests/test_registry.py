@@ -419,4 +419,4 @@ async def test_foreground_run_output_is_not_news(reg: TerminalRegistry, tmp_path
     await background.wait()
     markdown = (await reg.environment_details("t", cooldown_timeout=0)).markdown
     assert "seen" not in markdown
-    assert "Command: `echo later` (exit code 0)\nlater" in markdown
+    assert "Command: `echo later` (exit code 0)\n```\nlater" in markdown
