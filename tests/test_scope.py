@@ -6,36 +6,22 @@ task's real terminal and tries to reach another task's terminal through the sock
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from protocol import methods
 from protocol.scope import Scope
 from registry.cgroups import detect
 from registry.errors import UnknownTerminalError
 
-from .rpc import RawPeer, connect_socket, serve_socket
+from .rpc import RawPeer, connect_socket
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).parent / "fixtures" / "socket_probe.py"
-
-
-@pytest_asyncio.fixture
-async def socket_path(tmp_path: Path) -> AsyncIterator[Path]:
-    directory = tmp_path / "private"
-    directory.mkdir(mode=0o700)
-    path = directory / "registry.sock"
-    process = await serve_socket(path)
-    yield path
-    process.terminate()
-    await asyncio.wait_for(process.wait(), 30)
 
 
 async def _two_tasks(socket_path: Path, tmp_path: Path) -> tuple[RawPeer, int, int]:
