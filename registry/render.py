@@ -10,8 +10,9 @@ Why not pyte (the emulator :mod:`registry.screen` uses for the prompt row): it
 costs 10-28 µs a character here (measured: 1 MB of compiler-like lines took 9.9 s
 on ``pyte.Screen`` and 28 s on ``pyte.HistoryScreen``), and run output is up to
 megabytes.  This canvas does the part of a terminal that decides *what text is
-where* -- about 1 µs a plain line -- and the tests hold it to pyte's answer over a
-corpus of real progress output and generated sequences.
+where* -- 1 MB of plain or coloured lines in 35-55 ms, a 0.8 MB progress bar of
+15,000 frames in 0.25-0.3 s, on the same machine -- and the tests hold it to pyte's
+answer over a corpus of real progress output and generated sequences.
 
 The canvas differs from a screen on purpose where a model is better served:
 
@@ -54,12 +55,17 @@ _TOKENS = re.compile(
     re.VERBOSE,
 )
 #: Anything beyond plain lines: without it, text is shown as it is.
-_SPECIAL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x9b]|\r(?!\n)")
+_SPECIAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x9b]|\r(?!\n)")
 _ALTERNATE = frozenset({"1049", "1047", "47"})
+#: Colours and text attributes (SGR): most escapes in real output, and they draw
+#: nothing, so they go in one C-level pass before the canvas sees the text.
+_SGR = re.compile(r"(?:\x1b\[|\x9b)[0-9;:]*m")
 
 
 def render(text: str, rows: int = 24) -> str:
     """``text`` as a terminal of ``rows`` rows shows it, scrollback included."""
+    if "m" in text:
+        text = _SGR.sub("", text)
     if not _SPECIAL.search(text):
         return text.replace("\r\n", "\n")
     canvas = _Canvas(rows)
@@ -205,6 +211,8 @@ class _Canvas:
     # -- sequences ----------------------------------------------------------------
 
     def csi(self, params: str, final: str) -> None:
+        if final == "m":  # colours: by far the most common, and nothing to draw
+            return
         if params[:1] in ("?", ">", "<", "="):
             if final in "hl" and params[:1] == "?" and _ALTERNATE & set(params[1:].split(";")):
                 self.alternate(final == "h")
