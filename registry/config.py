@@ -60,7 +60,7 @@ class Settings:
     output_line_limit: int = 500
     output_character_limit: int = 50_000
     #: A longer line keeps its head and tail (half each) with the count between.
-    output_line_character_limit: int = 2_000
+    output_line_character_limit: int = 5_000
     #: Full outputs of runs whose text was cut, kept as files per terminal (bytes).
     full_output_cap: int = 64 * 1024 * 1024
     #: Collapse carriage-return and backspace overwrites (progress bars).

@@ -51,7 +51,7 @@ class TextLimits:
     lines: int | None = 500
     characters: int | None = 50_000
     #: A longer line keeps its head and tail (half each) with the count between.
-    line_characters: int | None = 2_000
+    line_characters: int | None = 5_000
     #: Apply overwrites as a terminal shows them (else only escapes go).
     render: bool = True
     #: The screen's height: absolute cursor positions and scroll regions need it.
