@@ -231,7 +231,6 @@ class PhaseMachine(Terminal):
             self._complete_rich_run()
         if self._phase in (Phase.STARTING, Phase.AWAITING_PROMPT, Phase.ENDED, Phase.PROMPT):
             self._phase = Phase.PROMPT
-            self._typed_at_prompt = False
             self._prompt_event.set()
 
     def _on_command_line(self, marker: Marker) -> None:  # E
@@ -242,6 +241,10 @@ class PhaseMachine(Terminal):
             run.command_line = marker.command_line
 
     def _on_output_start(self, marker: Marker) -> None:  # C
+        # What was typed at the prompt is running now (or was never there): later
+        # output at a prompt is not its echo.  Not reset at B: a write can come
+        # between a run's end (P) and the next prompt's B.
+        self._typed_at_prompt = False
         run = self.current_run
         phase = self._phase
         if phase in (Phase.SUBMITTED, Phase.ENDED, Phase.AWAITING_PROMPT) and run is not None:
@@ -275,6 +278,7 @@ class PhaseMachine(Terminal):
             key, _, value = field.partition("=")
             if key == "Cwd" and value:
                 has_cwd = True
+                self._typed_at_prompt = False  # the line was taken (run or dropped)
                 self._verified_cwd = True
                 self._set_cwd(value)
             elif key == "BracketedPaste":
