@@ -17,7 +17,7 @@ import abc
 import asyncio
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Self
 
@@ -25,10 +25,12 @@ import psutil
 
 from ..config import Settings
 from ..errors import InvalidCwdError, TerminalBusyError, TerminalClosedError
+from ..keys import key_bytes
 from ..listeners import Listeners
 from ..output import BoundedBuffer
 from ..processes import wait_gone
 from ..run import RunState, TerminalRun
+from ..waiting import TerminalState, WaitState
 from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement
 
 __all__ = [
@@ -134,6 +136,24 @@ class Terminal(abc.ABC):
         return self.current_run is not None
 
     @property
+    def wait_state(self) -> WaitState:
+        """What it is doing: ``running`` or ``idle`` here; a terminal that can see its
+        programs (a shell in a PTY) also tells waiting for input, a password or a key
+        in a full-screen program, and a stopped job (:mod:`registry.waiting`)."""
+        return WaitState(TerminalState.RUNNING if self.busy else TerminalState.IDLE)
+
+    def waiting_now(self) -> WaitState | None:
+        """The command waits for input, and a look made since our last write says so;
+        None otherwise (and always where it cannot be told)."""
+        return None
+
+    async def until_waiting(self) -> WaitState:
+        """Return once :meth:`waiting_now` has a state; cancel to stop waiting.
+
+        Where it cannot be told, never returns: the run's end is what to await."""
+        return await asyncio.get_running_loop().create_future()
+
+    @property
     def last_command(self) -> str | None:
         run = self.current_run or self.last_run
         return run.command_line if run else None
@@ -186,6 +206,11 @@ class Terminal(abc.ABC):
     @abc.abstractmethod
     async def write(self, data: str | bytes) -> None:
         """Raw input to the terminal (answers a prompt, or types at the shell)."""
+
+    async def send_keys(self, keys: Sequence[str]) -> None:
+        """Named keys (``["Escape", ":q!", "Enter"]``, ``["C-c"]``: :mod:`registry.keys`)
+        as input; an unknown key raises before anything is sent."""
+        await self.write(key_bytes(keys))
 
     @abc.abstractmethod
     def resize(self, cols: int, rows: int) -> None: ...

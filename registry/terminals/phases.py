@@ -70,6 +70,10 @@ class Submission(enum.Enum):
     TYPING_LINES = "typing-lines"
 
 
+#: The phases in which a command is running (submitted, or printing output).
+_COMMAND_PHASES = frozenset({Phase.SUBMITTED, Phase.OUTPUT})
+
+
 class PhaseMachine(Terminal):
     """A shell terminal as its output and markers describe it; writing is the
     subclass's (:meth:`_write`)."""
@@ -81,7 +85,7 @@ class PhaseMachine(Terminal):
         self._settings = settings
         self._parser = MarkerParser(nonce)
         self._integrated = nonce is not None
-        self._phase = Phase.STARTING
+        self._phase_now = Phase.STARTING
         self._submission = Submission.IDLE
         #: Strategy none: the run in progress, whose end heuristic.py will guess.
         self._guess: GuessedRun | None = None
@@ -109,6 +113,30 @@ class PhaseMachine(Terminal):
     @property
     def phase(self) -> Phase:
         return self._phase
+
+    @property
+    def _phase(self) -> Phase:
+        return self._phase_now
+
+    @_phase.setter
+    def _phase(self, phase: Phase) -> None:
+        # Every move goes through here, so a change of "a command is running" is
+        # never missed (the wait-state watcher looks when it happens).
+        was = self._phase_now in _COMMAND_PHASES
+        self._phase_now = phase
+        if was != (phase in _COMMAND_PHASES):
+            self._command_running_changed()
+
+    def _command_running(self) -> bool:
+        """A command line was written and its end has not been reported: the shell
+        reading the terminal now is ``read``, not its prompt."""
+        return self._phase_now in _COMMAND_PHASES
+
+    def _command_running_changed(self) -> None:
+        """Hook: :meth:`_command_running` changed."""
+
+    def _command_output_starts(self) -> None:
+        """Hook: a command's own output starts here (after its C marker)."""
 
     @property
     def integration(self) -> IntegrationState:
@@ -233,6 +261,7 @@ class PhaseMachine(Terminal):
         phase = self._phase
         if phase in (Phase.SUBMITTED, Phase.ENDED, Phase.AWAITING_PROMPT) and run is not None:
             self._phase = Phase.OUTPUT
+            self._command_output_starts()
             run.mark_started()
         elif phase is Phase.PROMPT and run is None and self._submission is Submission.IDLE:
             # Typed into the terminal through write(): it is a run all the same, and
@@ -244,6 +273,7 @@ class PhaseMachine(Terminal):
                 typed=True,
             )
             self._phase = Phase.OUTPUT
+            self._command_output_starts()
             self._prompt_event.clear()
             run.mark_started()
             self._begin_run(run)

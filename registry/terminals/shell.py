@@ -221,6 +221,7 @@ class ShellTerminal(ShellProcess):
         self._since_submission.clear()
         self._guess = guess
         self._phase = Phase.SUBMITTED
+        self._waits.echo_follows()
         self._write(guess.command.encode("utf-8", "surrogateescape") + b"\r")
 
     def _screen_since_submission(self) -> bytes:

@@ -13,7 +13,10 @@ adds starting it and submitting commands):
   process groups, what joined the terminal's cgroup since it started);
 * closing: SIGHUP to the shell, its tree and every process carrying the terminal's
   tag, then SIGTERM, then SIGKILL; then the cgroup; then the shell is reaped and its
-  run ended.
+  run ended;
+* its wait-state (:class:`~registry.terminals.waits.WaitTracking`): told every
+  chunk of output, every write of ours and every start and end of a command, it
+  says whether the command waits for input; a change is announced like any other.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import psutil
@@ -40,9 +43,11 @@ from ..processes import (
 )
 from ..run import RunState, TerminalRun
 from ..shell import ShellLaunch
+from ..waiting import TerminalState, WaitState
 from .children import TERMINAL_TAG_VARIABLE
 from .phases import Phase, PhaseMachine
 from .pty import AsyncPty
+from .waits import WaitTracking
 
 __all__ = ["ShellProcess"]
 
@@ -69,6 +74,15 @@ class ShellProcess(PhaseMachine):
         self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Task[object]] = set()
         self._finalizing: asyncio.Task[None] | None = None
+        self._waits = WaitTracking(
+            pty.fd,
+            pty.pid,
+            (settings.cols, settings.rows),
+            self._command_running,
+            self._wait_changed,
+        )
+        #: The wait-state last announced (through _changed), to announce changes only.
+        self._announced = self._wait_key()
 
     # -- reported state -----------------------------------------------------------
 
@@ -101,6 +115,51 @@ class ShellProcess(PhaseMachine):
         rows, cols = self._pty.getwinsize()
         return (cols, rows)
 
+    # -- the wait-state --------------------------------------------------------------
+
+    @property
+    def wait_state(self) -> WaitState:
+        state = self._waits.state
+        # A waiting verdict counts while a command runs: once the run has ended, one
+        # not yet looked at again is stale (the answer ended the command).
+        if state.state is TerminalState.STOPPED_JOB or (
+            state.waiting and self._command_running()
+        ):
+            return state
+        return WaitState(TerminalState.RUNNING if self.busy else TerminalState.IDLE)
+
+    def waiting_now(self) -> WaitState | None:
+        return self._waits.fresh() if self._command_running() else None
+
+    async def until_waiting(self) -> WaitState:
+        return await self._waits.until_waiting()
+
+    async def send_keys(self, keys: Sequence[str]) -> None:
+        data = self._waits.key_bytes(keys)  # raises on an unknown key, sending nothing
+        await self.write(data)
+
+    def _wait_key(self) -> tuple[object, ...]:
+        state = self.wait_state
+        return (state.state, state.certainty, state.program, state.prompt, state.keys)
+
+    def _wait_changed(self, state: WaitState) -> None:
+        if self._wait_key() != self._announced:
+            self._changed()
+
+    def _changed(self) -> None:
+        self._announced = self._wait_key()
+        super()._changed()
+
+    def _command_running_changed(self) -> None:
+        self._waits.command_changed()
+
+    def _command_output_starts(self) -> None:
+        self._waits.command_started()
+
+    def _output(self, data: bytes, run: TerminalRun | None) -> None:
+        self._waits.output(data)
+        super()._output(data, run)
+
     def _spawn_task(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -109,6 +168,7 @@ class ShellProcess(PhaseMachine):
 
     def _write(self, data: bytes) -> None:
         self._pty.write(data)
+        self._waits.wrote()
 
     def _interrupt_command(self) -> bool:
         if not foreground_processes(self._pty.fd, self._pty.pid):
@@ -220,6 +280,7 @@ class ShellProcess(PhaseMachine):
             raise ValueError(f"terminal size must be positive, got {cols}x{rows}")
         if not self._closed and not self._pty.closed:
             self._pty.setwinsize(rows, cols)
+            self._waits.resize(cols, rows)
             self._changed()
 
     def _on_eof(self) -> None:
@@ -236,6 +297,9 @@ class ShellProcess(PhaseMachine):
             # Its PTY is closed, so it is on its way out; give it time to finish
             # (under load that can take a while) before the PTY's close forces it.
             await wait_gone([psutil.Process(self._pty.pid)], max(5.0, self._settings.kill_grace))
+        # The watcher reads the master fd: it stops before the fd is closed (and its
+        # number perhaps reused).
+        self._waits.close()
         self._pty.close()
         status, signum = self._pty.exit_status, self._pty.exit_signal
         leftovers = tagged_processes(TERMINAL_TAG_VARIABLE, self._tag)
