@@ -10,8 +10,7 @@ Lookup (``get_or_create``):
 4. else a new terminal.  The chosen terminal is bound to the task.
 
 Terminals are indexed by (provider, normalised live cwd), and the index follows
-``cd``: a lookup looks at the terminals standing in that directory only, so 1,000
-terminals answer as fast as 10.  Choosing is synchronous -- no await between looking
+``cd`` (:mod:`registry.index`).  Choosing is synchronous -- no await between looking
 and binding -- so two tasks asking at once never get the same terminal.
 
 Terminals are created through :data:`PROVIDERS`, one entry per provider.
@@ -33,11 +32,13 @@ import os
 import time
 from collections.abc import Mapping
 
+from .awaiting import RunBook, follow
 from .config import Settings
 from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .fallback import integration_in_time
+from .index import TerminalIndex
 from .keeper import Keeper
 from .listeners import Listeners
 from .run import TerminalRun
@@ -73,7 +74,7 @@ class TerminalRegistry:
         #: Places terminals' processes and keeps the record that outlives the server.
         self.keeper = keeper
         self._entries: dict[int, TerminalEntry] = {}
-        self._index: dict[tuple[str, str], dict[int, None]] = {}
+        self._index = TerminalIndex()
         #: Closed terminals whose output has not been reported yet (once).
         self._closed_unread: dict[int, TerminalEntry] = {}
         self._ids = itertools.count(1)
@@ -82,6 +83,8 @@ class TerminalRegistry:
         #: Set (and replaced) when a terminal may have stopped being busy and hot:
         #: what a report waiting for hot terminals to cool down waits on.
         self._cooled = asyncio.Event()
+        #: Recent runs by id, for ``wait`` by run id.
+        self._runs = RunBook()
 
     # -- observers ----------------------------------------------------------------
 
@@ -124,7 +127,7 @@ class TerminalRegistry:
         key = normalise_path(existing_directory(cwd))
         entry = None
         if shell is None and not env:
-            entry = self._find(provider, key, task_id, settings.reuse_across_tasks)
+            entry = self._index.find(provider, key, task_id, settings.reuse_across_tasks)
         if entry is not None and entry.task_id not in (task_id, None):
             # Tier 2 took another task's idle terminal: the shell is the same shell.
             entry.notes.append(
@@ -138,34 +141,6 @@ class TerminalRegistry:
         self._bind(entry, task_id)
         entry.claim(task_id)
         return entry.terminal
-
-    def _find(
-        self, provider: str, key: str, task_id: str | None, reuse: str = "idle"
-    ) -> TerminalEntry | None:
-        """Tier 1, else tier 2 as far as ``reuse`` allows ("idle", "released", "never")."""
-        bucket = self._index.get((provider, key))
-        if not bucket:
-            return None
-        second: TerminalEntry | None = None
-        unbound: TerminalEntry | None = None
-        for terminal_id in bucket:
-            entry = self._entries[terminal_id]
-            terminal = entry.terminal
-            if terminal.busy or terminal.closed:
-                continue
-            if entry.task_id == task_id:
-                return entry  # tier 1
-            if entry.claimed and entry.claimed_by != task_id:
-                continue  # just handed to another task, not used yet
-            if entry.task_id is None and unbound is None:
-                unbound = entry
-            elif entry.task_id is not None and second is None:
-                second = entry
-        if reuse == "never":
-            return None
-        if reuse == "released":
-            return unbound
-        return unbound or second  # tier 2
 
     async def _create(
         self,
@@ -192,7 +167,7 @@ class TerminalRegistry:
             keeper.adopt(terminal)
         entry = TerminalEntry(terminal, task_id, settings)
         self._entries[terminal_id] = entry
-        self._index.setdefault((provider, entry.key), {})[terminal_id] = None
+        self._index.add(entry)
         terminal.subscribe(_EntryListener(self, entry))
         self._listeners.call(lambda listener: listener.on_open(terminal))
         return entry
@@ -285,8 +260,14 @@ class TerminalRegistry:
                 settings.integration_absolute_timeout,
             )
             if not ready:
-                task = task_id if terminal_id is None else None
-                terminal = await self._substitute(terminal, task, settings, why)
+                # The subprocess terminal that runs it instead: same task and cwd.
+                task = task_id if terminal_id is None else self.entry(terminal.id).task_id
+                substitute = await self.get_or_create(
+                    terminal.cwd, task, "subprocess", settings=settings
+                )
+                note = f"{why}; ran in subprocess terminal {substitute.id}"
+                self.entry(substitute.id).notes.append(note)
+                terminal = substitute
         if timeout is None:
             timeout = settings.command_timeout
         run = await terminal.start(command, timeout=timeout, env=env)
@@ -294,10 +275,38 @@ class TerminalRegistry:
             return run
         return await self.wait(run)
 
-    async def wait(self, run: TerminalRun) -> TerminalRun:
-        """Wait for ``run`` to end; the caller then has its whole output (retrieved)."""
-        await run.wait()
-        self.mark_retrieved(run)
+    async def wait(
+        self, run: TerminalRun, *, timeout: float | None = None, yield_on_input: bool = False
+    ) -> TerminalRun:
+        """Wait for ``run`` to end -- the caller then has its whole output (retrieved) --
+        or, with ``yield_on_input``, for its terminal to wait for input, or for
+        ``timeout`` seconds: then ``run.done`` is False and the command goes on
+        (:func:`~registry.awaiting.follow`)."""
+        entry = self._entries.get(run.terminal_id)
+        await follow(
+            run,
+            entry.terminal if entry is not None else None,
+            timeout=timeout,
+            yield_on_input=yield_on_input,
+        )
+        if run.done:
+            self.mark_retrieved(run)
+        return run
+
+    def find_run(self, run_id: int | None = None, terminal_id: int | None = None) -> TerminalRun:
+        """A run by its id (one of the recent ones), or a terminal's current run (else
+        its last one)."""
+        if run_id is not None:
+            run = self._runs.get(run_id)
+            if run is None:
+                raise ValueError(f"unknown run {run_id} (or one too old to be remembered)")
+            return run
+        if terminal_id is None:
+            raise ValueError("give a runId or a terminalId")
+        terminal = self.get(terminal_id)
+        run = terminal.current_run or terminal.last_run
+        if run is None:
+            raise ValueError(f"terminal {terminal_id} has run nothing to wait for")
         return run
 
     def mark_retrieved(self, run: TerminalRun) -> None:
@@ -305,15 +314,6 @@ class TerminalRegistry:
         entry = self._entries.get(run.terminal_id) or self._closed_unread.get(run.terminal_id)
         if entry is not None:
             entry.unread.mark_retrieved(run)
-
-    async def _substitute(
-        self, terminal: ShellTerminal, task_id: str | None, settings: Settings, why: str
-    ) -> Terminal:
-        """The subprocess terminal that runs the command instead (same task and cwd)."""
-        task = task_id if task_id is not None else self.entry(terminal.id).task_id
-        substitute = await self.get_or_create(terminal.cwd, task, "subprocess", settings=settings)
-        self.entry(substitute.id).notes.append(f"{why}; ran in subprocess terminal {substitute.id}")
-        return substitute
 
     # -- releasing and closing ----------------------------------------------------
 
@@ -363,7 +363,11 @@ class TerminalRegistry:
             cooldown_timeout = (settings or self.settings).cooldown_timeout
         covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
-        while any(e.terminal.busy and e.hot.is_hot() for e in covered):
+        # A terminal that waits for input is quiet for good: no point waiting for it.
+        while any(
+            e.terminal.busy and e.hot.is_hot() and not e.terminal.wait_state.waiting
+            for e in covered
+        ):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -393,26 +397,11 @@ class TerminalRegistry:
 
     # -- terminal events ----------------------------------------------------------
 
-    def _unindex(self, entry: TerminalEntry) -> None:
-        where = (entry.terminal.provider, entry.key)
-        bucket = self._index.get(where)
-        if bucket is not None:
-            bucket.pop(entry.terminal.id, None)
-            if not bucket:
-                del self._index[where]
-
-    def _terminal_changed(self, entry: TerminalEntry) -> None:
-        key = normalise_path(entry.terminal.cwd)
-        if key != entry.key:
-            self._unindex(entry)
-            entry.key = key
-            self._index.setdefault((entry.terminal.provider, key), {})[entry.terminal.id] = None
-
     def _terminal_closed(self, entry: TerminalEntry) -> None:
         terminal = entry.terminal
         if self.keeper is not None:
             self.keeper.forget(terminal.id)
-        self._unindex(entry)
+        self._index.remove(entry)
         self._entries.pop(terminal.id, None)
         entry.closed()
         if entry.unread.has_unread_completed():
@@ -438,6 +427,7 @@ class _EntryListener(TerminalListener):
 
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
         self._entry.run_started(run)
+        self._registry._runs.add(run)
         self._registry._listeners.call(lambda listener: listener.on_run_start(terminal, run))
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
@@ -445,7 +435,7 @@ class _EntryListener(TerminalListener):
         self._registry._listeners.call(lambda listener: listener.on_run_end(terminal, run))
 
     def on_change(self, terminal: Terminal) -> None:
-        self._registry._terminal_changed(self._entry)
+        self._registry._index.moved(self._entry)
         self._registry._changed(terminal)
 
     def on_close(self, terminal: Terminal) -> None:

@@ -151,7 +151,8 @@ class Terminal(abc.ABC):
         """Return once :meth:`waiting_now` has a state; cancel to stop waiting.
 
         Where it cannot be told, never returns: the run's end is what to await."""
-        return await asyncio.get_running_loop().create_future()
+        never: asyncio.Future[WaitState] = asyncio.get_running_loop().create_future()
+        return await never
 
     @property
     def last_command(self) -> str | None:

@@ -122,9 +122,7 @@ class ShellProcess(PhaseMachine):
         state = self._waits.state
         # A waiting verdict counts while a command runs: once the run has ended, one
         # not yet looked at again is stale (the answer ended the command).
-        if state.state is TerminalState.STOPPED_JOB or (
-            state.waiting and self._command_running()
-        ):
+        if state.state is TerminalState.STOPPED_JOB or (state.waiting and self._command_running()):
             return state
         return WaitState(TerminalState.RUNNING if self.busy else TerminalState.IDLE)
 
