@@ -7,6 +7,13 @@
         print(result.exit_code, result.cwd, result.output)
         print((await client.environment_details("t1")).markdown)
 
+        # The answer loop: a command that asks is answered, not waited out.
+        result = await client.run("npm init", cwd="/repo", yield_on_input=True)
+        while result.waiting_for is not None:
+            print(result.waiting_for.prompt)              # "package name: (repo) "
+            await client.write(result.terminal_id, "\r")
+            result = await client.wait(run_id=result.run_id)
+
 Every method mirrors a request of docs/protocol.md; errors raise the exception of their
 code (:class:`UnknownTerminalError`, :class:`TerminalBusyError` ...).
 Notifications arrive through :meth:`RegistryClient.notifications` (an async
@@ -45,6 +52,7 @@ from .errors import (
     UnknownTerminalError,
     error_for,
 )
+from .stream import Notification, NotificationStream
 from .types import converter_factory
 
 __all__ = [
@@ -69,12 +77,6 @@ CANCEL_CONFIRM_TIMEOUT = 30.0
 
 
 # -- results ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Notification:
-    method: str
-    params: Any
 
 
 @dataclass(frozen=True)
@@ -226,9 +228,13 @@ class RegistryClient:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         work_done_token: str | int | None = None,
+        yield_on_input: bool = False,
     ) -> wire.RunResult:
-        """Run a command; ``timeout`` in seconds. With ``background``, returns once started."""
+        """Run a command; ``timeout`` in seconds. With ``background``, returns once started;
+        with ``yield_on_input``, once it waits for input (``waiting_for`` set) or ends."""
         params: dict[str, Any] = {"command": command, "background": background}
+        if yield_on_input:
+            params["yieldOnInput"] = True
         optional = {
             "terminalId": terminal_id,
             # Relative to this process, not to a server that may stand elsewhere.
@@ -242,6 +248,31 @@ class RegistryClient:
         params.update({k: v for k, v in optional.items() if v is not None})
         result = await self._request(methods.RUN, params)
         return wire.converter.structure(result, wire.RunResult)
+
+    async def wait(
+        self,
+        *,
+        run_id: int | None = None,
+        terminal_id: int | None = None,
+        timeout: float | None = None,
+        yield_on_input: bool = True,
+    ) -> wire.RunResult:
+        """Until the run ends (by id, or a terminal's current run), or it waits for input
+        (unless ``yield_on_input`` is False), or ``timeout`` seconds have passed: then
+        ``state`` is ``running``.  Cancelling stops the waiting, not the command."""
+        params: dict[str, Any] = {"yieldOnInput": yield_on_input}
+        if run_id is not None:
+            params["runId"] = run_id
+        if terminal_id is not None:
+            params["terminalId"] = terminal_id
+        if timeout is not None:
+            params["timeoutMs"] = round(timeout * 1000)
+        result = await self._request(methods.WAIT, params)
+        return wire.converter.structure(result, wire.RunResult)
+
+    async def send_keys(self, terminal_id: int, keys: list[str]) -> None:
+        """Named keys: ``["q"]``, ``["C-c"]``, ``["Escape", ":q!", "Enter"]``."""
+        await self._request(methods.SEND_KEYS, {"terminalId": terminal_id, "keys": list(keys)})
 
     async def write(self, terminal_id: int, data: str) -> None:
         await self._request(methods.WRITE, {"terminalId": terminal_id, "data": data})
@@ -335,32 +366,6 @@ class RegistryClient:
             queue.put_nowait(None)
 
 
-class NotificationStream:
-    """An async iterator of notifications, subscribed from its creation."""
-
-    def __init__(
-        self,
-        queues: list[asyncio.Queue[Notification | None]],
-        queue: asyncio.Queue[Notification | None],
-    ) -> None:
-        self._queues = queues
-        self._queue = queue
-
-    def __aiter__(self) -> NotificationStream:
-        return self
-
-    async def __anext__(self) -> Notification:
-        item = await self._queue.get()
-        if item is None:
-            await self.aclose()
-            raise StopAsyncIteration
-        return item
-
-    async def aclose(self) -> None:
-        if self._queue in self._queues:
-            self._queues.remove(self._queue)
-
-
 def _terminal(data: Any) -> wire.TerminalInfo:
     return wire.converter.structure(data, wire.TerminalInfo)
 
@@ -395,6 +400,12 @@ class SyncRegistryClient:
 
     def write(self, terminal_id: int, data: str) -> None:
         self._call(self._client.write(terminal_id, data))
+
+    def wait(self, **kwargs: Any) -> wire.RunResult:
+        return self._call(self._client.wait(**kwargs))
+
+    def send_keys(self, terminal_id: int, keys: list[str]) -> None:
+        self._call(self._client.send_keys(terminal_id, keys))
 
     def kill(self, terminal_id: int) -> None:
         self._call(self._client.kill(terminal_id))

@@ -82,6 +82,10 @@ def _apply_rule(rule: Rule, value: Any, where: str) -> None:
                     f"{where} key {key!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
                 )
             _apply_rule(rule, item, f"{where}.{key}")
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _apply_rule(rule, item, f"{where}[{index}]")
 
 
 _TYPE_WORDS = {int: "an integer", str: "a string", bool: "a boolean", float: "a number"}
@@ -104,6 +108,15 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
                 continue
         expected = " or ".join(_describe(o) for o in real)
         raise InvalidParamsError(f"{where} must be {expected}, got {_kind(value)}")
+    if origin is list:
+        (item_type,) = typing.get_args(annotation)
+        if not isinstance(value, list):
+            raise InvalidParamsError(f"{where} must be an array, got {_kind(value)}")
+        return [_check(item, item_type, f"{where}[{index}]") for index, item in enumerate(value)]
+    if attrs.has(annotation):
+        if not isinstance(value, Mapping):
+            raise InvalidParamsError(f"{where} must be an object, got {_kind(value)}")
+        return structure_params(annotation, value, where)
     if origin is dict:
         key_type, value_type = typing.get_args(annotation)
         if not isinstance(value, dict):
@@ -142,6 +155,8 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
 
 
 def _describe(annotation: Any) -> str:
+    if typing.get_origin(annotation) is list:
+        return "an array"
     return _TYPE_WORDS.get(annotation, "an object")
 
 
@@ -189,21 +204,24 @@ def _fields(cls: type) -> tuple[_Field, ...]:
 _FIELDS: dict[type, tuple[_Field, ...]] = {}
 
 
-def structure_params(cls: type[T], params: Any) -> T:
-    """Build ``cls`` from wire params, strictly; InvalidParamsError names the field."""
+def structure_params(cls: type[T], params: Any, within: str = "") -> T:
+    """Build ``cls`` from wire params, strictly; InvalidParamsError names the field
+    (``within`` is the path of an object nested in another: ``waitingFor.kind``)."""
     if params is None:
         params = {}
     if not isinstance(params, Mapping):
         raise InvalidParamsError(f"params must be an object, got {_kind(params)}")
+    prefix = f"{within}." if within else ""
     values: dict[str, Any] = {}
     for field in _fields(cls):
         if field.wire not in params:
             if field.required:
-                raise InvalidParamsError(f"missing required field {field.wire!r}")
+                raise InvalidParamsError(f"missing required field {prefix + field.wire!r}")
             continue
-        value = values[field.name] = _check(params[field.wire], field.annotation, field.wire)
+        where = prefix + field.wire
+        value = values[field.name] = _check(params[field.wire], field.annotation, where)
         if field.rule is not None:
-            _apply_rule(field.rule, value, field.wire)
+            _apply_rule(field.rule, value, where)
     return cls(**values)
 
 

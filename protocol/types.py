@@ -46,8 +46,11 @@ __all__ = [
     "ResizeParams",
     "RunParams",
     "RunResult",
+    "SendKeysParams",
     "TerminalIdParams",
     "TerminalInfo",
+    "WaitParams",
+    "WaitingFor",
     "WriteParams",
     "camel",
     "converter",
@@ -85,6 +88,9 @@ class RunParams:
     env: dict[str, str] | None = attrs.field(default=None, metadata={RULE: _ENV})
     background: bool = False
     work_done_token: int | str | None = None
+    #: Answer as soon as the command waits for input (``state: "running"`` and
+    #: ``waitingFor``); the command goes on.  Off by default: a plain run awaits the end.
+    yield_on_input: bool = False
 
 
 @attrs.define
@@ -132,6 +138,25 @@ class ReleaseParams:
 
 
 @attrs.define
+class WaitParams:
+    """``terminal/wait``: one of ``run_id`` and ``terminal_id`` (its current run, else
+    its last)."""
+
+    run_id: int | None = None
+    terminal_id: int | None = None
+    timeout_ms: int | None = attrs.field(default=None, metadata={RULE: _MS})
+    #: Answer at the next wait for input too (the answer loop); false: the end only.
+    yield_on_input: bool = True
+
+
+@attrs.define
+class SendKeysParams:
+    terminal_id: int
+    #: Named keys (``Enter``, ``C-c``, ``Escape``, ``Up``...) or literal text (``:q!``).
+    keys: list[str]
+
+
+@attrs.define
 class EnvironmentDetailsParams:
     task_id: str | None = None
     cooldown_timeout_ms: int | None = attrs.field(default=None, metadata={RULE: _MS})
@@ -140,6 +165,23 @@ class EnvironmentDetailsParams:
 
 
 # -- results ----------------------------------------------------------------------------
+
+
+@attrs.define
+class WaitingFor:
+    """What a terminal's command waits for (docs/waiting.md)."""
+
+    #: ``input``, ``password``, ``fullScreen`` or ``stoppedJob``.
+    kind: str
+    #: The question on the screen's cursor row (input, password); else None.
+    prompt: str | None
+    #: The program concerned (``read`` is the shell's: ``bash``).
+    program: str | None
+    #: ``certain``, or ``possibly`` where the kernel cannot show it (ssh, docker exec,
+    #: a program whose other thread is busy): said after a longer quiet, from the screen.
+    certainty: str = "certain"
+    #: Full screen: the named keys that leave it (``["q"]``), when known.
+    keys: list[str] | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
 
 
 @attrs.define
@@ -154,6 +196,11 @@ class TerminalInfo:
     shell: str
     pid: int | None
     last_command: str | None
+    #: ``idle``, ``running``, ``waitingForInput``, ``waitingForPassword``,
+    #: ``fullScreen`` or ``stoppedJob``.
+    state: str = "idle"
+    #: Set in the four waiting states.
+    waiting_for: WaitingFor | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
 
 
 @attrs.define
@@ -173,6 +220,8 @@ class RunResult:
     stderr: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
     #: Added field: why the run ended as it did (fallbacks, heuristics, failures).
     note: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
+    #: Added field: a run still going whose terminal waits (yieldOnInput, terminal/wait).
+    waiting_for: WaitingFor | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
 
 
 @attrs.define
@@ -239,6 +288,8 @@ REQUESTS: dict[str, tuple[type, Any]] = {
     methods.REPLAY: (ReplayParams, ReplayResult),
     methods.RELEASE: (ReleaseParams, None),
     methods.ENVIRONMENT_DETAILS: (EnvironmentDetailsParams, EnvironmentDetailsResult),
+    methods.WAIT: (WaitParams, RunResult),
+    methods.SEND_KEYS: (SendKeysParams, None),
 }
 
 #: Each notification's params type.
@@ -257,6 +308,7 @@ _OUR_TYPES = frozenset(
         *(params for params, _result in REQUESTS.values()),
         *(result for _params, result in REQUESTS.values() if attrs.has(result)),
         TerminalInfo,
+        WaitingFor,
         *NOTIFICATIONS.values(),
     }
 )

@@ -13,6 +13,27 @@ export const PROTOCOL_VERSION = 1;
 export type Provider = 'shell' | 'subprocess';
 export type ShellIntegration = 'pending' | 'rich' | 'none';
 export type RunState = 'running' | 'completed' | 'timedOut' | 'cancelled' | 'failed';
+/** What a terminal is doing (docs/waiting.md). */
+export type TerminalActivity =
+  | 'idle'
+  | 'running'
+  | 'waitingForInput'
+  | 'waitingForPassword'
+  | 'fullScreen'
+  | 'stoppedJob';
+
+/** What a terminal's command waits for (`Terminal.waitingFor`, `RunResult.waitingFor`). */
+export interface WaitingFor {
+  kind: 'input' | 'password' | 'fullScreen' | 'stoppedJob';
+  /** The question on the cursor row (input, password); null otherwise. */
+  prompt: string | null;
+  /** The program concerned (`read` is the shell's own: `bash`). */
+  program: string | null;
+  /** `possibly` where the kernel cannot show it (ssh, docker exec, a busy thread). */
+  certainty: 'certain' | 'possibly';
+  /** Full screen: the named keys that leave it (`["q"]`), when known. */
+  keys?: string[];
+}
 
 /** A terminal of the registry (`terminal/get`, `terminal/list`, `terminal/didOpen`, `terminal/didChange`). */
 export interface Terminal {
@@ -33,6 +54,10 @@ export interface Terminal {
   pid: number | null;
   /** The running or last command line. */
   lastCommand: string | null;
+  /** Added field (older servers: absent): what it is doing. */
+  state?: TerminalActivity;
+  /** Set while its command waits for input, a password, a key, or a job is stopped. */
+  waitingFor?: WaitingFor;
 }
 
 /** The result of `terminal/run`. */
@@ -57,6 +82,8 @@ export interface RunResult {
   stderr?: string;
   /** Why the run ended as it did, when that needs saying (fallback, heuristics, ...). */
   note?: string;
+  /** A run still going whose terminal waits (`yieldOnInput`, `terminal/wait`). */
+  waitingFor?: WaitingFor;
 }
 
 // -- request params and results ---------------------------------------------------------
@@ -79,6 +106,8 @@ export interface RunParams {
   /** Answer as soon as the command has started (`state: "running"`). */
   background?: boolean;
   workDoneToken?: string | number;
+  /** Answer as soon as the command waits for input (`waitingFor` set); default false. */
+  yieldOnInput?: boolean;
 }
 
 export interface WriteParams {
@@ -123,6 +152,21 @@ export interface EnvironmentDetailsParams {
   cooldownTimeoutMs?: number;
   /** Report without marking the output retrieved (a person looking, not the agent). */
   peek?: boolean;
+}
+
+/** `terminal/wait`: one of `runId` and `terminalId`. */
+export interface WaitParams {
+  runId?: number;
+  terminalId?: number;
+  timeoutMs?: number;
+  /** Answer at the next wait for input too (default true); false: at the end only. */
+  yieldOnInput?: boolean;
+}
+
+export interface SendKeysParams {
+  terminalId: number;
+  /** Named keys (`Enter`, `C-c`, `Escape`, `Up`, ...) or literal text (`:q!`). */
+  keys: string[];
 }
 
 export interface OutputResult {
@@ -237,6 +281,8 @@ export interface RequestMap {
   'terminal/replay': [ReplayParams, ReplayResult];
   'terminal/release': [ReleaseParams, null];
   'environment/details': [EnvironmentDetailsParams, EnvironmentDetailsResult];
+  'terminal/wait': [WaitParams, RunResult];
+  'terminal/sendKeys': [SendKeysParams, null];
 }
 
 export type RequestMethod = keyof RequestMap;
