@@ -91,6 +91,9 @@ class PhaseMachine(Terminal):
         self._guess: GuessedRun | None = None
         self._integration = IntegrationState.PENDING
         self._integration_seen = False
+        #: Why the shell's integration was lost during a run (its hooks were removed,
+        #: another shell exec'd); from then on its markers are not believed.
+        self._integration_lost: str | None = None
         #: The line editor may still hold the last line (see _complete_rich_run).
         self._line_may_hold_text = False
         self._bracketed_paste = False
@@ -137,6 +140,25 @@ class PhaseMachine(Terminal):
 
     def _command_output_starts(self) -> None:
         """Hook: a command's own output starts here (after its C marker)."""
+
+    def _integration_lost_during_run(self, why: str) -> None:
+        """The shell is back at a prompt of its own without its markers: end the run
+        with an unknown exit code and a note; later runs go without (strategy none)."""
+        self._integration_lost = why
+        self._integration = IntegrationState.NONE
+        run = self.current_run
+        if run is not None:
+            # Its last line is the shell's prompt, not the command's output.
+            output = run.output
+            cut = output.rfind(b"\n") + 1
+            if cut < len(output):
+                run.replace_output(output[:cut])
+        self._phase = Phase.PROMPT
+        self._prompt_event.set()
+        note = f"shell integration was lost: {why}; the exit code is unknown, and later "
+        note += "commands in this terminal run without integration (strategy none)"
+        self._finish_current(self._ending_or(RunState.COMPLETED), note=note)
+        self._changed()
 
     @property
     def integration(self) -> IntegrationState:
@@ -229,13 +251,21 @@ class PhaseMachine(Terminal):
                     # Strategy none: whether it came with the prompt is known later.
                     self._guess.cwd_reported(cwd, len(self._since_submission))
             return
-        if not marker.verified:
+        if not marker.verified or self._integration_lost is not None:
             return
         handler = self._MARKER_HANDLERS.get(marker.code)
         if handler is not None:
             handler(self, marker)
 
     def _on_prompt_end(self, marker: Marker) -> None:  # B
+        if self._phase is Phase.OUTPUT and self._guess is None and self.current_run is not None:
+            # Our prompt, while a command was running and no end was reported: its
+            # prompt hooks are gone (PROMPT_COMMAND replaced, precmd_functions=()).
+            self._integration_lost_during_run(
+                "the shell showed its prompt without reporting the command's end (its "
+                "prompt hooks were changed: PROMPT_COMMAND, precmd_functions)"
+            )
+            return
         if self._integration is not IntegrationState.RICH and self._phase in (
             Phase.STARTING,
             Phase.PROMPT,

@@ -109,7 +109,9 @@ class ShellTerminal(ShellProcess):
         self._check_can_start()
         self._submission = Submission.CLAIMED
         try:
-            strategy = await self.ready()
+            await self.ready()
+            # Its integration may have been lost since (a run found its hooks gone).
+            strategy = self._integration
             await self._wait_for_prompt()
             if self._closed:
                 raise TerminalClosedError(f"terminal {self.id} is closed")
@@ -167,6 +169,7 @@ class ShellTerminal(ShellProcess):
         return self._phase is Phase.PROMPT
 
     def _submit_rich(self, run: TerminalRun, command: str) -> None:
+        self._waits.remember_prompt()
         self._since_submission.clear()
         self._prompt_event.clear()
         self._phase = Phase.SUBMITTED

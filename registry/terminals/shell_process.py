@@ -17,6 +17,10 @@ adds starting it and submitting commands):
 * its wait-state (:class:`~registry.terminals.waits.WaitTracking`): told every
   chunk of output, every write of ours and every start and end of a command, it
   says whether the command waits for input; a change is announced like any other.
+  When the one reading is the shell itself, at its line editor, during a run, and
+  either another program was exec'd in its place or the cursor row is the prompt it
+  showed before the command, the shell is back at its prompt without its markers:
+  the run ends with the integration lost (its hooks were removed, ``exec bash``).
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ class ShellProcess(PhaseMachine):
         )
         #: The wait-state last announced (through _changed), to announce changes only.
         self._announced = self._wait_key()
+        #: The shell's command line as it started: another one means an exec.
+        self._cmdline = _cmdline(pty.pid)
 
     # -- reported state -----------------------------------------------------------
 
@@ -141,8 +147,31 @@ class ShellProcess(PhaseMachine):
         return (state.state, state.certainty, state.program, state.prompt, state.keys)
 
     def _wait_changed(self, state: WaitState) -> None:
+        if (
+            state.waiting
+            and state.pid == self._pty.pid
+            and self._phase is Phase.OUTPUT
+            and self._guess is None
+            and self.current_run is not None
+            and self._waits.line_editor_reads()
+        ):
+            why = self._shell_took_over(state)
+            if why is not None:
+                self._integration_lost_during_run(why)
+                return
         if self._wait_key() != self._announced:
             self._changed()
+
+    def _shell_took_over(self, state: WaitState) -> str | None:
+        """Why the shell reading its line editor during a run is at a prompt of its
+        own (None: it is not, as far as can be told: ``read -e``, fish's ``read``)."""
+        now = _cmdline(self._pty.pid)
+        if self._cmdline is not None and now is not None and now != self._cmdline:
+            shown = now.replace("\0", " ").strip()
+            return f"another program replaced the shell (exec {shown})"
+        if state.prompt and state.prompt == self._waits.shell_prompt():
+            return "the shell is back at its prompt without reporting the command's end"
+        return None
 
     def _changed(self) -> None:
         self._announced = self._wait_key()
@@ -324,3 +353,12 @@ class ShellProcess(PhaseMachine):
         await asyncio.shield(self._finalizing)
         for task in list(self._tasks):
             task.cancel()
+
+
+def _cmdline(pid: int) -> str | None:
+    """A process's argv as the kernel shows it (NUL-separated); None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None

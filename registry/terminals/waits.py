@@ -30,6 +30,9 @@ from ..waiting import Check, TerminalState, WaitState, WaitWatcher, WatchSetting
 
 __all__ = ["WaitTracking"]
 
+#: Bytes of screen kept to tell the shell's prompt (a prompt is a line or two).
+_PROMPT_TAIL = 2048
+
 #: States in which a command waits for someone (what ``yieldOnInput`` yields on).
 _WAITING = frozenset(
     {
@@ -61,6 +64,9 @@ class WaitTracking:
         self._looked = asyncio.Event()
         self._echo_pending = False
         self._closed = False
+        #: The screen's tail when the last command was typed: its cursor row was the
+        #: shell's own prompt (rendered only when asked).
+        self._before_command = b""
         self._watcher = WaitWatcher(
             master_fd,
             shell_pid,
@@ -112,6 +118,24 @@ class WaitTracking:
 
     def resize(self, cols: int, rows: int) -> None:
         self.screen.resize(cols, rows)
+
+    def remember_prompt(self) -> None:
+        """A command line is about to be typed at the shell's prompt: keep the screen's
+        tail (cheap) so that the prompt can be told later (:meth:`shell_prompt`)."""
+        self._before_command = self.screen.recent()[-_PROMPT_TAIL:]
+
+    def shell_prompt(self) -> str:
+        """The cursor row when the last command was typed: the shell's own prompt."""
+        cols, rows = self.screen.size
+        screen = ScreenModel(cols, rows)
+        screen.feed(self._before_command)
+        return screen.prompt_line()
+
+    def line_editor_reads(self) -> bool:
+        """The terminal is in raw mode (no canonical input): a line editor (the
+        shell's own, a REPL's) reads it, not a plain ``read``."""
+        modes = self._watcher.probe.terminal_modes()
+        return modes is not None and not modes[1]
 
     def key_bytes(self, keys: Sequence[str]) -> bytes:
         """``keys`` as this terminal expects them: arrows in its cursor-key mode,
