@@ -234,3 +234,22 @@ async def test_subprocess_terminals_are_running_or_idle_and_say_stdin_is_closed(
     terminal = registry.get(run.terminal_id)
     assert terminal.wait_state.state is T.IDLE
     assert terminal.waiting_now() is None
+
+
+async def test_the_same_question_asked_again_is_announced_again(
+    reg: tuple[TerminalRegistry, States], tmp_path: Path
+) -> None:
+    # The second run starts before any look after the first one's answer: its equal
+    # question must still be news (and never the first run's verdict, reported early).
+    registry, states = reg
+    terminal = await registry.get_or_create(str(tmp_path), "t")
+    for _ in range(3):
+        since = states.mark(terminal)
+        run = await registry.run("read -p 'again? ' x", terminal_id=terminal.id, background=True)
+        assert not terminal.wait_state.waiting
+        found = await states.until(terminal, lambda s: s.waiting, since=since)
+        assert found.prompt == "again? "
+        await terminal.write("\r")
+        await registry.wait(run, timeout=10)
+        assert run.done
+        assert not terminal.wait_state.waiting
