@@ -55,6 +55,9 @@ from .waits import WaitTracking
 
 __all__ = ["ShellProcess"]
 
+_RUNNING = WaitState(TerminalState.RUNNING)
+_IDLE = WaitState(TerminalState.IDLE)
+
 log = logging.getLogger(__name__)
 
 
@@ -130,7 +133,7 @@ class ShellProcess(PhaseMachine):
         # not yet looked at again is stale (the answer ended the command).
         if state.state is TerminalState.STOPPED_JOB or (state.waiting and self._command_running()):
             return state
-        return WaitState(TerminalState.RUNNING if self.busy else TerminalState.IDLE)
+        return _RUNNING if self.busy else _IDLE
 
     def waiting_now(self) -> WaitState | None:
         return self._waits.fresh() if self._command_running() else None

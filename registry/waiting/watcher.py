@@ -216,7 +216,9 @@ class WaitWatcher:
             # a job is left stopped).
             self._set(Decision(TerminalState.IDLE, reason="the command ended"), now)
         self._backoff = 0
-        self._arm(now)
+        # Look as soon as the quiet rule lets a look decide anything (a look any sooner
+        # would only re-arm itself: one timer per command instead of three).
+        self._arm(max(now, self._activity + self._rules.quiet))
 
     def check_now(self) -> WaitState:
         """Look now, whatever the timers say; return the (possibly new) state."""
