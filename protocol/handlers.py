@@ -125,6 +125,12 @@ async def wait(ls: ConnectionServer, params: Any) -> Any:
         raise InvalidParamsError("terminal/wait needs a runId or a terminalId (one of them)")
     registry = ls.registry
     run = registry.find_run(p.run_id, p.terminal_id)
+    scope = ls.connection.scope
+    if scope is not None and run.task_id != scope.task_id:
+        # A run by id names no terminal for the connection's scope to check.
+        raise InvalidParamsError(
+            f"run {run.id} is not this connection's: it acts for task {scope.task_id!r} only"
+        )
     timeout = p.timeout_ms / 1000 if p.timeout_ms is not None else None
     # Cancelling a wait stops the waiting, not the command (terminal/kill does that).
     await registry.wait(run, timeout=timeout, yield_on_input=p.yield_on_input)

@@ -42,6 +42,21 @@ class RunBook:
     def get(self, run_id: int) -> TerminalRun | None:
         return self._runs.get(run_id)
 
+    def find(self, run_id: int | None, terminal: Terminal | None) -> TerminalRun:
+        """The run ``run_id``, else ``terminal``'s current run, else its last one;
+        ValueError saying which is missing."""
+        if run_id is not None:
+            run = self._runs.get(run_id)
+            if run is None:
+                raise ValueError(f"unknown run {run_id} (or one too old to be remembered)")
+            return run
+        if terminal is None:
+            raise ValueError("give a runId or a terminalId")
+        run = terminal.current_run or terminal.last_run
+        if run is None:
+            raise ValueError(f"terminal {terminal.id} has run nothing to wait for")
+        return run
+
 
 async def follow(
     run: TerminalRun,

@@ -55,6 +55,13 @@ class TerminalEntry:
         #: terminal handed over from another task).
         self.notes: list[str] = []
 
+    @property
+    def cooling(self) -> bool:
+        """Busy and hot: a report waits for it to cool down -- unless its command waits
+        for input, and so stays quiet for good."""
+        terminal = self.terminal
+        return terminal.busy and self.hot.is_hot() and not terminal.wait_state.waiting
+
     def claim(self, task_id: str | None) -> None:
         self.claimed = True
         self.claimed_by = task_id

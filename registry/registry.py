@@ -9,9 +9,10 @@ Lookup (``get_or_create``):
    was just handed and has not used yet;
 4. else a new terminal.  The chosen terminal is bound to the task.
 
-Terminals are indexed by (provider, normalised live cwd), and the index follows
-``cd`` (:mod:`registry.index`).  Choosing is synchronous -- no await between looking
-and binding -- so two tasks asking at once never get the same terminal.
+Terminals are indexed by (provider, normalised live cwd) and the index follows
+``cd`` (:mod:`registry.lookup`, which also holds the tier rule).  Choosing is
+synchronous -- no await between looking and binding -- so two tasks asking at once
+never get the same terminal.
 
 Terminals are created through :data:`PROVIDERS`, one entry per provider.
 
@@ -38,9 +39,10 @@ from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .fallback import integration_in_time
-from .index import TerminalIndex
 from .keeper import Keeper
 from .listeners import Listeners
+from .lookup import PlaceIndex, choose
+from .origin import Origin, Suspect, origin_of
 from .run import TerminalRun
 from .terminals.base import Terminal, TerminalListener, existing_directory
 from .terminals.children import NOWHERE
@@ -74,7 +76,7 @@ class TerminalRegistry:
         #: Places terminals' processes and keeps the record that outlives the server.
         self.keeper = keeper
         self._entries: dict[int, TerminalEntry] = {}
-        self._index = TerminalIndex()
+        self._places = PlaceIndex()
         #: Closed terminals whose output has not been reported yet (once).
         self._closed_unread: dict[int, TerminalEntry] = {}
         self._ids = itertools.count(1)
@@ -127,7 +129,7 @@ class TerminalRegistry:
         key = normalise_path(existing_directory(cwd))
         entry = None
         if shell is None and not env:
-            entry = self._index.find(provider, key, task_id, settings.reuse_across_tasks)
+            entry = choose(self._places.at(provider, key), task_id, settings.reuse_across_tasks)
         if entry is not None and entry.task_id not in (task_id, None):
             # Tier 2 took another task's idle terminal: the shell is the same shell.
             entry.notes.append(
@@ -167,7 +169,7 @@ class TerminalRegistry:
             keeper.adopt(terminal)
         entry = TerminalEntry(terminal, task_id, settings)
         self._entries[terminal_id] = entry
-        self._index.add(entry)
+        self._places.add(entry)
         terminal.subscribe(_EntryListener(self, entry))
         self._listeners.call(lambda listener: listener.on_open(terminal))
         return entry
@@ -190,6 +192,20 @@ class TerminalRegistry:
 
     def task_of(self, terminal_id: int) -> str | None:
         return self.entry(terminal_id).task_id
+
+    def origin_of(self, pid: int) -> Origin | None:
+        """Which of our terminals process ``pid`` was started in (see :mod:`.origin`)."""
+        keeper = self.keeper
+        suspects = [
+            Suspect(
+                e.terminal.id,
+                e.terminal.pid,
+                e.terminal.tag,
+                keeper.cgroup_members(e.terminal.id) if keeper is not None else None,
+            )
+            for e in self._entries.values()
+        ]
+        return origin_of(pid, keeper.tag if keeper is not None else None, suspects)
 
     def list(self, task_id: str | None = None, busy: bool | None = None) -> builtins.list[Terminal]:
         """Open terminals, oldest first; filtered by task and by busy when given."""
@@ -260,14 +276,8 @@ class TerminalRegistry:
                 settings.integration_absolute_timeout,
             )
             if not ready:
-                # The subprocess terminal that runs it instead: same task and cwd.
-                task = task_id if terminal_id is None else self.entry(terminal.id).task_id
-                substitute = await self.get_or_create(
-                    terminal.cwd, task, "subprocess", settings=settings
-                )
-                note = f"{why}; ran in subprocess terminal {substitute.id}"
-                self.entry(substitute.id).notes.append(note)
-                terminal = substitute
+                task = task_id if terminal_id is None else None
+                terminal = await self._substitute(terminal, task, settings, why)
         if timeout is None:
             timeout = settings.command_timeout
         run = await terminal.start(command, timeout=timeout, env=env)
@@ -283,31 +293,25 @@ class TerminalRegistry:
         ``timeout`` seconds: then ``run.done`` is False and the command goes on
         (:func:`~registry.awaiting.follow`)."""
         entry = self._entries.get(run.terminal_id)
-        await follow(
-            run,
-            entry.terminal if entry is not None else None,
-            timeout=timeout,
-            yield_on_input=yield_on_input,
-        )
+        terminal = entry.terminal if entry is not None else None
+        await follow(run, terminal, timeout=timeout, yield_on_input=yield_on_input)
         if run.done:
             self.mark_retrieved(run)
         return run
 
     def find_run(self, run_id: int | None = None, terminal_id: int | None = None) -> TerminalRun:
-        """A run by its id (one of the recent ones), or a terminal's current run (else
-        its last one)."""
-        if run_id is not None:
-            run = self._runs.get(run_id)
-            if run is None:
-                raise ValueError(f"unknown run {run_id} (or one too old to be remembered)")
-            return run
-        if terminal_id is None:
-            raise ValueError("give a runId or a terminalId")
-        terminal = self.get(terminal_id)
-        run = terminal.current_run or terminal.last_run
-        if run is None:
-            raise ValueError(f"terminal {terminal_id} has run nothing to wait for")
-        return run
+        """A run by its id (a recent one), or a terminal's current run (else its last)."""
+        terminal = self.get(terminal_id) if terminal_id is not None else None
+        return self._runs.find(run_id, terminal)
+
+    async def _substitute(
+        self, terminal: ShellTerminal, task_id: str | None, settings: Settings, why: str
+    ) -> Terminal:
+        """The subprocess terminal that runs the command instead (same task and cwd)."""
+        task = task_id if task_id is not None else self.entry(terminal.id).task_id
+        substitute = await self.get_or_create(terminal.cwd, task, "subprocess", settings=settings)
+        self.entry(substitute.id).notes.append(f"{why}; ran in subprocess terminal {substitute.id}")
+        return substitute
 
     def mark_retrieved(self, run: TerminalRun) -> None:
         """The caller got this run's whole output with its result: it is not news."""
@@ -363,11 +367,7 @@ class TerminalRegistry:
             cooldown_timeout = (settings or self.settings).cooldown_timeout
         covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
-        # A terminal that waits for input is quiet for good: no point waiting for it.
-        while any(
-            e.terminal.busy and e.hot.is_hot() and not e.terminal.wait_state.waiting
-            for e in covered
-        ):
+        while any(e.cooling for e in covered):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -397,11 +397,14 @@ class TerminalRegistry:
 
     # -- terminal events ----------------------------------------------------------
 
+    def _terminal_changed(self, entry: TerminalEntry) -> None:
+        self._places.follow(entry)
+
     def _terminal_closed(self, entry: TerminalEntry) -> None:
         terminal = entry.terminal
         if self.keeper is not None:
             self.keeper.forget(terminal.id)
-        self._index.remove(entry)
+        self._places.remove(entry)
         self._entries.pop(terminal.id, None)
         entry.closed()
         if entry.unread.has_unread_completed():
@@ -435,7 +438,7 @@ class _EntryListener(TerminalListener):
         self._registry._listeners.call(lambda listener: listener.on_run_end(terminal, run))
 
     def on_change(self, terminal: Terminal) -> None:
-        self._registry._index.moved(self._entry)
+        self._registry._terminal_changed(self._entry)
         self._registry._changed(terminal)
 
     def on_close(self, terminal: Terminal) -> None:
