@@ -168,3 +168,6 @@ def test_full_screen_without_a_person_and_attach_to_what_cannot_be(
     assert "no screen to attach to" in refused.stderr
     missing = cli("attach", "999", env=runtime_dir)
     assert (missing.returncode, "unknown terminal 999" in missing.stderr) == (2, True)
+    bad_key = cli("attach", "--detach-key", "q", str(listed[0]["id"]), env=runtime_dir)
+    assert bad_key.returncode == 2
+    assert "--detach-key must be C-<letter>" in bad_key.stderr
