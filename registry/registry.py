@@ -34,11 +34,12 @@ import time
 from collections.abc import Mapping
 
 from .config import Settings
-from .entry import TerminalEntry, normalise_path
+from .entry import TerminalEntry, choose_idle, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .fallback import integration_in_time
 from .keeper import Keeper
+from .limits import NO_LIMITS, Limits
 from .listeners import Listeners
 from .run import TerminalRun
 from .terminals.base import Terminal, TerminalListener, existing_directory
@@ -112,11 +113,12 @@ class TerminalRegistry:
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
         settings: Settings | None = None,
+        limits: Limits | None = None,
     ) -> Terminal:
         """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none.
 
         A new terminal runs with ``settings`` (the asking client's; default: the
-        registry's) for its whole life.
+        registry's) for its whole life; ``limits`` become the terminal's own.
         """
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
@@ -137,6 +139,8 @@ class TerminalRegistry:
             )
         self._bind(entry, task_id)
         entry.claim(task_id)
+        if limits is not None:
+            entry.terminal.set_limits(limits)
         return entry.terminal
 
     def _find(
@@ -144,28 +148,7 @@ class TerminalRegistry:
     ) -> TerminalEntry | None:
         """Tier 1, else tier 2 as far as ``reuse`` allows ("idle", "released", "never")."""
         bucket = self._index.get((provider, key))
-        if not bucket:
-            return None
-        second: TerminalEntry | None = None
-        unbound: TerminalEntry | None = None
-        for terminal_id in bucket:
-            entry = self._entries[terminal_id]
-            terminal = entry.terminal
-            if terminal.busy or terminal.closed:
-                continue
-            if entry.task_id == task_id:
-                return entry  # tier 1
-            if entry.claimed and entry.claimed_by != task_id:
-                continue  # just handed to another task, not used yet
-            if entry.task_id is None and unbound is None:
-                unbound = entry
-            elif entry.task_id is not None and second is None:
-                second = entry
-        if reuse == "never":
-            return None
-        if reuse == "released":
-            return unbound
-        return unbound or second  # tier 2
+        return choose_idle([self._entries[i] for i in bucket or ()], task_id, reuse)
 
     async def _create(
         self,
@@ -255,6 +238,7 @@ class TerminalRegistry:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         settings: Settings | None = None,
+        limits: Limits | None = None,
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
 
@@ -269,7 +253,8 @@ class TerminalRegistry:
         and the command runs on a subprocess terminal for the same task and cwd (the
         run's note says so). The command is never written to the shell in that case,
         so it never runs twice.  With ``background`` the run is returned as soon as
-        the command has started.
+        the command has started.  ``limits`` are the run's own, over the terminal's,
+        over the settings'.
         """
         settings = settings or self.settings
         if terminal_id is not None:
@@ -289,7 +274,8 @@ class TerminalRegistry:
                 terminal = await self._substitute(terminal, task, settings, why)
         if timeout is None:
             timeout = settings.command_timeout
-        run = await terminal.start(command, timeout=timeout, env=env)
+        limits = (limits or NO_LIMITS).over(terminal.limits).over(settings.limits)
+        run = await terminal.start(command, timeout=timeout, env=env, limits=limits)
         if background:
             return run
         return await self.wait(run)
