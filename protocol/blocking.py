@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import signal
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -110,6 +112,33 @@ class BlockingClient:
     def on(self, method: str, callback: Callable[[Any], None]) -> None:
         """Call ``callback(params)`` for every notification named ``method``."""
         self._callbacks.setdefault(method, []).append(callback)
+
+    def follow(self, done: Callable[[], bool], interrupt: Callable[[], None]) -> None:
+        """Handle messages until ``done()``; Ctrl-C calls ``interrupt`` (once per press).
+
+        The SIGINT handler only wakes the loop (a pipe given to ``set_wakeup_fd``), so a
+        press never lands in the middle of reading a message.
+        """
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)
+        pressed: list[int] = []
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+        old_fd = signal.set_wakeup_fd(wake_write)
+        try:
+            while not done():
+                readable, _, _ = select.select([self.fileno(), wake_read], [], [])
+                if wake_read in readable:
+                    os.read(wake_read, 512)
+                while pressed:
+                    pressed.pop()
+                    interrupt()
+                if self.fileno() in readable:
+                    self.pump()
+        finally:
+            signal.set_wakeup_fd(old_fd)
+            signal.signal(signal.SIGINT, previous)
+            os.close(wake_read)
+            os.close(wake_write)
 
     def pump(self) -> None:
         """Read once (blocking) and handle what arrived. ConnectionLost at end of stream."""

@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import daemon, methods
+from . import audit, daemon, methods
 from .blocking import BlockingClient, ConnectionLost
 from .errors import RegistryError, UnknownTerminalError
 
@@ -137,6 +136,9 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         params["taskId"] = args.task
     if args.timeout is not None:
         params["timeoutMs"] = round(args.timeout * 1000)
+    limits = {wire: getattr(args, flag) for flag, wire, _, _ in _LIMIT_FLAGS}
+    if any(value is not None for value in limits.values()):
+        params["limits"] = {k: v for k, v in limits.items() if v is not None}
     started = client.request(methods.RUN, params)
     mine = started["runId"]
     terminal_id = started["terminalId"]
@@ -149,7 +151,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
     def interrupt() -> None:
         client.send_request(methods.KILL, {"terminalId": terminal_id})
 
-    _follow(client, lambda: mine in ended, interrupt)
+    client.follow(lambda: mine in ended, interrupt)
     end = ended[mine]
     try:
         terminal = _terminal(client, terminal_id)
@@ -171,6 +173,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         "provider": terminal["provider"],
         "shellIntegration": terminal["shellIntegration"],
         "note": note,
+        "limit": end.get("limit"),
     }
     # This run's output, left unretrieved for `env` as the live output was: one path,
     # one meaning, with --json or without.
@@ -196,40 +199,12 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         ]
         if note:
             lines.append(f"note: {note}")
+        if end.get("limit"):
+            lines.append(f"limit: the command hit its {end['limit']} limit and was ended")
         print("\n".join(f"[terminal-registry] {line}" for line in lines), file=sys.stderr)
     if code is not None:
         return int(code) & 0xFF
     return 0 if end["state"] == "completed" else 1
-
-
-def _follow(
-    client: BlockingClient, done: Callable[[], bool], interrupt: Callable[[], None]
-) -> None:
-    """Handle messages until ``done()``; Ctrl-C calls ``interrupt`` (once per press).
-
-    The SIGINT handler only wakes the loop (a pipe given to ``set_wakeup_fd``), so a
-    press never lands in the middle of reading a message.
-    """
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_write, False)
-    pressed: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
-    old_fd = signal.set_wakeup_fd(wake_write)
-    try:
-        while not done():
-            readable, _, _ = select.select([client.fileno(), wake_read], [], [])
-            if wake_read in readable:
-                os.read(wake_read, 512)
-            while pressed:
-                pressed.pop()
-                interrupt()
-            if client.fileno() in readable:
-                client.pump()
-    finally:
-        signal.set_wakeup_fd(old_fd)
-        signal.signal(signal.SIGINT, previous)
-        os.close(wake_read)
-        os.close(wake_write)
 
 
 def _signal_name(code: int | None) -> str | None:
@@ -318,6 +293,15 @@ def _close(args: argparse.Namespace, client: BlockingClient) -> int:
 
 # -- parsing -----------------------------------------------------------------------------
 
+#: ``run``'s limit flags: (flag, wire name, type); each is the run's limit of that name.
+_LIMIT_FLAGS = (
+    ("memory_mb", "memoryMb", int, "memory of all its processes together"),
+    ("pids", "pids", int, "processes at once"),
+    ("cpu_seconds", "cpuSeconds", float, "CPU seconds"),
+    ("output_mb", "outputMb", float, "MB of output (default 1024; 0: none)"),
+    ("wall_seconds", "wallSeconds", float, "seconds of running (then: failed)"),
+)
+
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -349,6 +333,12 @@ def _parser() -> argparse.ArgumentParser:
         default=64,
         help="disconnect a client that lets more than this wait unread (default 64)",
     )
+    serve.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help="append one JSON line per command to PATH (mode 0600, rotated at 10 MB); "
+        "default: $TERMINAL_REGISTRY_AUDIT_LOG, else no audit log",
+    )
     serve.add_argument("--log-level", default="WARNING")
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
 
@@ -363,6 +353,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--cwd", default=os.getcwd(), help="directory to run in")
     run.add_argument("--provider", choices=("shell", "subprocess"), default="shell")
     run.add_argument("--timeout", type=float, help="seconds before the command is ended")
+    for flag, _wire, kind, text in _LIMIT_FLAGS:
+        run.add_argument(
+            f"--{flag.replace('_', '-')}", type=kind, metavar="N", help=f"limit: {text}"
+        )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
 
     env = commands.add_parser("env", parents=[common], help="print the environment details")
@@ -382,6 +376,11 @@ def _parser() -> argparse.ArgumentParser:
         action.add_argument("terminal_id", type=int, metavar="ID")
 
     commands.add_parser("stop", parents=[common], help="stop the background server")
+
+    audit = commands.add_parser("log", help="print the audit log (see serve --audit-log)")
+    audit.add_argument("--path", help="the audit log (default: $TERMINAL_REGISTRY_AUDIT_LOG)")
+    audit.add_argument("--json", action="store_true", help="the entries as a JSON array")
+    audit.add_argument("-n", "--last", type=int, metavar="N", help="only the last N commands")
     return parser
 
 
@@ -401,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .serve import serve  # the server's imports, for this command only
 
         return serve(args)
+    if args.subcommand == "log":
+        return audit.print_log(args.path, as_json=args.json, last=args.last)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:

@@ -209,9 +209,21 @@ class RegistryClient:
             raise error_for(error.code, error.message) from None
 
     async def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        limits: wire.Limits | None = None,
     ) -> wire.TerminalInfo:
-        params = {"cwd": os.path.abspath(cwd), "taskId": task_id, "provider": provider}
+        """A terminal for the task in ``cwd``; ``limits`` become the terminal's own."""
+        params: dict[str, Any] = {
+            "cwd": os.path.abspath(cwd),
+            "taskId": task_id,
+            "provider": provider,
+        }
+        if limits is not None:
+            params["limits"] = wire.unstructure(limits)
         return _terminal(await self._request(methods.ACQUIRE, params))
 
     async def run(
@@ -226,8 +238,12 @@ class RegistryClient:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         work_done_token: str | int | None = None,
+        limits: wire.Limits | None = None,
     ) -> wire.RunResult:
-        """Run a command; ``timeout`` in seconds. With ``background``, returns once started."""
+        """Run a command; ``timeout`` in seconds. With ``background``, returns once started.
+
+        ``limits``: this run's resource limits (``wire.Limits(memory_mb=256)``).
+        """
         params: dict[str, Any] = {"command": command, "background": background}
         optional = {
             "terminalId": terminal_id,
@@ -238,6 +254,7 @@ class RegistryClient:
             "timeoutMs": round(timeout * 1000) if timeout is not None else None,
             "env": dict(env) if env is not None else None,
             "workDoneToken": work_done_token,
+            "limits": wire.unstructure(limits) if limits is not None else None,
         }
         params.update({k: v for k, v in optional.items() if v is not None})
         result = await self._request(methods.RUN, params)
@@ -389,9 +406,14 @@ class SyncRegistryClient:
         return self._call(self._client.run(command, **kwargs))
 
     def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        limits: wire.Limits | None = None,
     ) -> wire.TerminalInfo:
-        return self._call(self._client.acquire(cwd, task_id, provider))
+        return self._call(self._client.acquire(cwd, task_id, provider, limits=limits))
 
     def write(self, terminal_id: int, data: str) -> None:
         self._call(self._client.write(terminal_id, data))

@@ -275,6 +275,10 @@ class Connection:
         self.owner = owner
         self.is_initialized = False
         self.client_pid: int | None = None
+        #: The process and user at the other end, as the kernel says (socket peer
+        #: credentials; for stdio, the process that started us).
+        self.peer_pid: int | None = None
+        self.peer_uid: int | None = None
         self.exit_code = 0
         self._shared = shared
         self._reader = reader

@@ -25,8 +25,10 @@ from registry.run import TerminalRun
 
 from . import methods
 from . import types as wire
+from .audit_trail import REQUESTER, Requester
 from .connection import ConnectionServer
 from .notifications import terminal_info
+from .options import engine_limits
 
 __all__ = ["HANDLERS", "run_result"]
 
@@ -63,12 +65,15 @@ def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
         stdout=stdout.decode("utf-8", "replace") if stdout is not None else None,
         stderr=stderr.decode("utf-8", "replace") if stderr is not None else None,
         note=run.note,
+        limit=run.limit,
     )
 
 
 async def acquire(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.AcquireParams, params)
-    terminal = await ls.registry.get_or_create(p.cwd, p.task_id, p.provider, settings=ls.settings)
+    terminal = await ls.registry.get_or_create(
+        p.cwd, p.task_id, p.provider, settings=ls.settings, limits=engine_limits(p.limits)
+    )
     return _info(ls, terminal)
 
 
@@ -78,6 +83,15 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
     if p.terminal_id is None and p.cwd is None:
         raise ValueError("terminal/run needs a terminalId or a cwd")
     registry = ls.registry
+    connection = ls.connection
+    # Whose run this is, for the audit log: the run starts inside this task.
+    REQUESTER.set(
+        Requester(
+            connection.peer_pid or connection.client_pid,
+            connection.peer_uid,
+            connection.name.partition(":")[0],
+        )
+    )
     started = await registry.run(
         p.command,
         cwd=p.cwd,
@@ -88,6 +102,7 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
         env=p.env,
         background=True,
         settings=ls.settings,
+        limits=engine_limits(p.limits),
     )
     if p.background:
         return wire.unstructure(run_result(ls, started))

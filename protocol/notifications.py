@@ -20,6 +20,7 @@ from registry.terminals.base import Terminal
 
 from . import methods
 from . import types as wire
+from .options import wire_limits
 
 __all__ = ["DID_WRITE_INTERVAL", "Fanout", "Sink", "WriteCoalescer", "terminal_info"]
 
@@ -47,6 +48,8 @@ def terminal_info(registry: TerminalRegistry, terminal: Terminal) -> wire.Termin
         shell=terminal.shell,
         pid=terminal.pid,
         last_command=terminal.last_command,
+        limits=wire_limits(terminal.limits),
+        limits_by=terminal.limits_by,
     )
 
 
@@ -96,7 +99,9 @@ class Fanout(RegistryListener):
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
         self._writes.flush(terminal.id)
-        params = wire.DidEndRunParams(terminal.id, run.id, run.state.value, run.exit_code)
+        params = wire.DidEndRunParams(
+            terminal.id, run.id, run.state.value, run.exit_code, run.limit
+        )
         self.broadcast(methods.DID_END_RUN, wire.unstructure(params))
 
 

@@ -19,6 +19,7 @@ import sys
 from registry.keeper import Keeper
 
 from . import daemon
+from .audit import AUDIT_LOG_VARIABLE, AuditFile
 from .connection import QueueLimits
 from .server import Hub
 
@@ -42,9 +43,11 @@ def serve(args: argparse.Namespace) -> int:
             congested=min(args.max_queued_mb * 2**20 // 16, 4 * 2**20),
             limit=args.max_queued_mb * 2**20,
         )
+        audit_path = args.audit_log or os.environ.get(AUDIT_LOG_VARIABLE) or None
+        audit = AuditFile(audit_path) if audit_path else None
         keeper = Keeper.start()
         log.info("processes end with the server: %s", keeper.describe())
-        server = Hub(limits=limits, keeper=keeper)
+        server = Hub(limits=limits, keeper=keeper, audit=audit)
         if args.socket:
             try:
                 await server.serve_socket(args.socket, export=args.export_socket)

@@ -104,6 +104,13 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
                 continue
         expected = " or ".join(_describe(o) for o in real)
         raise InvalidParamsError(f"{where} must be {expected}, got {_kind(value)}")
+    if attrs.has(annotation):
+        if not isinstance(value, dict):
+            raise InvalidParamsError(f"{where} must be an object, got {_kind(value)}")
+        try:
+            return structure_params(annotation, value)
+        except InvalidParamsError as error:
+            raise InvalidParamsError(f"{where}.{error.message}") from None
     if origin is dict:
         key_type, value_type = typing.get_args(annotation)
         if not isinstance(value, dict):

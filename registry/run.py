@@ -59,6 +59,8 @@ class TerminalRun:
         self.note: str | None = None
         #: The resource limit it hit ("memoryMb", "pids", ...; :mod:`registry.limits`).
         self.limit: str | None = None
+        #: The limits it ran under, by name (``{"outputMb": 1024}``).
+        self.limits: dict[str, float] = {}
         #: The task the terminal was bound to when the run started: its output is
         #: that task's to be reported (set by the registry).
         self.task_id: str | None = None

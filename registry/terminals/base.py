@@ -323,6 +323,7 @@ class Terminal(abc.ABC):
             shell_pid=shell_pid,
         )
         self._run_limits = guard
+        run.limits = effective.set()
         guard.start()
         return guard
 

@@ -33,6 +33,23 @@ export interface Terminal {
   pid: number | null;
   /** The running or last command line. */
   lastCommand: string | null;
+  /** The terminal's own limits (absent when it has none). */
+  limits?: Limits;
+  /** How each limit is enforced here. */
+  limitsBy?: Record<LimitName, LimitEnforcement>;
+}
+
+export type LimitName = 'memoryMb' | 'pids' | 'cpuSeconds' | 'outputMb' | 'wallSeconds';
+/** `cgroup`: the terminal's cgroup; `rlimit`: per-process rlimits; `server`: counted by the server. */
+export type LimitEnforcement = 'cgroup' | 'rlimit' | 'server' | 'none';
+
+/** A command's resource limits: absent or null inherits, 0 means none. */
+export interface Limits {
+  memoryMb?: number | null;
+  pids?: number | null;
+  cpuSeconds?: number | null;
+  outputMb?: number | null;
+  wallSeconds?: number | null;
 }
 
 /** The result of `terminal/run`. */
@@ -57,6 +74,8 @@ export interface RunResult {
   stderr?: string;
   /** Why the run ended as it did, when that needs saying (fallback, heuristics, ...). */
   note?: string;
+  /** The limit the run hit (its state is then `failed`). */
+  limit?: LimitName;
 }
 
 // -- request params and results ---------------------------------------------------------
@@ -65,6 +84,8 @@ export interface AcquireParams {
   cwd: string;
   taskId?: string | null;
   provider?: Provider;
+  /** The terminal's own limits from now on. */
+  limits?: Limits;
 }
 
 export interface RunParams {
@@ -79,6 +100,8 @@ export interface RunParams {
   /** Answer as soon as the command has started (`state: "running"`). */
   background?: boolean;
   workDoneToken?: string | number;
+  /** This run's limits, over the terminal's and the settings'. */
+  limits?: Limits;
 }
 
 export interface WriteParams {
@@ -171,6 +194,8 @@ export interface Settings {
   loginShell?: boolean;
   cols?: number;
   rows?: number;
+  /** Every command's limits unless its terminal or run sets its own. */
+  limits?: Limits;
 }
 
 // -- notifications (server -> client) ----------------------------------------------------
@@ -200,6 +225,8 @@ export interface DidEndRunParams {
   runId: number;
   state: RunState;
   exitCode: number | null;
+  /** The limit the run hit, if it hit one. */
+  limit?: LimitName;
 }
 
 /** Every notification the server sends, by method name, with its params. */
