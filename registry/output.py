@@ -61,6 +61,11 @@ class BoundedBuffer:
         return self._total
 
     @property
+    def held(self) -> int:
+        """Bytes held in memory now (at most about twice the cap)."""
+        return len(self._head) + len(self._tail)
+
+    @property
     def dropped(self) -> int:
         """Bytes no longer held (between head and tail)."""
         return self._trimmed + max(0, len(self._tail) - self._tail_cap)

@@ -80,3 +80,36 @@ async def test_output_a_client_missed_is_reported_once_it_reads(
             break
     assert missed > 0
     assert isinstance(await slow.call("terminal/list", {}), list)
+
+
+async def test_a_terminal_nobody_reads_holds_bounded_unread_and_replay_output(
+    tmp_path: Path,
+) -> None:
+    """40 runs of 200 kB each, never retrieved, in a terminal that keeps 64 KiB per run
+    and 32 KiB of replay: what it holds stays within a few caps, not 8 MB; and the
+    reader is told what was let go."""
+    from registry.config import Settings
+    from registry.registry import TerminalRegistry
+    from registry.unread import MAX_UNREAD_RUNS
+
+    cap, replay_cap = 64 * 1024, 32 * 1024
+    registry = TerminalRegistry(Settings(run_output_cap=cap, replay_cap=replay_cap))
+    try:
+        command = "head -c 200000 /dev/zero | tr '\\0' x"
+        for _ in range(40):
+            run = await registry.run(
+                command, cwd=str(tmp_path), task_id="t", provider="subprocess", background=True
+            )
+            await run.wait()
+            assert run.output_bytes == 200_000
+        entry = registry.entry(run.terminal_id)
+        queue = entry.unread
+        assert len(queue._entries) <= MAX_UNREAD_RUNS + 1
+        held = sum(e.pending.held for e in queue._entries)
+        assert held <= 3 * cap + len(queue._entries) * 64 * 1024
+        assert entry.terminal._replay.held <= 2 * replay_cap + 64 * 1024
+        text = registry.unretrieved_output(run.terminal_id)
+        assert "earlier run(s) was not kept" in text
+        assert text.count("xxxx") >= 1
+    finally:
+        await registry.close()
