@@ -100,6 +100,7 @@ class Terminal(abc.ABC):
         #: Its own limits: every command it runs gets them unless the run sets its own.
         self.limits: Limits = NO_LIMITS
         self._run_limits: RunLimits | None = None
+        self._limits_by: dict[str, str] | None = None
         self._limit_tasks: set[asyncio.Task[None]] = set()
 
     @classmethod
@@ -170,7 +171,9 @@ class Terminal(abc.ABC):
     @property
     def limits_by(self) -> dict[str, str]:
         """How each limit is enforced here: "cgroup", "rlimit", "server" or "none"."""
-        return enforcement(self._placement.cgroup)
+        if self._limits_by is None:  # its placement never changes: looked up once
+            self._limits_by = enforcement(self._placement.cgroup)
+        return dict(self._limits_by)
 
     # -- commands -----------------------------------------------------------------
 
