@@ -127,6 +127,9 @@ async def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--provider", default="shell", choices=("shell", "subprocess"))
     parser.add_argument("--flood-seconds", type=float, default=3.0)
+    parser.add_argument(
+        "--serve", default="", help="more arguments for serve, e.g. '--max-queued-mb 4'"
+    )
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench-flood-")
     os.chmod(work, 0o700)
@@ -134,7 +137,14 @@ async def main() -> None:
     env = {**os.environ, "XDG_RUNTIME_DIR": work, "HOME": work}
     read_end, write_end = os.pipe()
     server = await asyncio.create_subprocess_exec(
-        *SERVER, "--socket", path, "--ready-fd", str(write_end), pass_fds=(write_end,), env=env
+        *SERVER,
+        "--socket",
+        path,
+        *args.serve.split(),
+        "--ready-fd",
+        str(write_end),
+        pass_fds=(write_end,),
+        env=env,
     )
     os.close(write_end)
     await asyncio.to_thread(os.read, read_end, 16)
@@ -143,7 +153,10 @@ async def main() -> None:
     mirror = await Peer.connect(path)
     probe = await Peer.connect(path)
     try:
-        own = await probe.call("terminal/acquire", {"cwd": work, "taskId": "probe"})
+        # A directory of its own: no flooding task may be handed its idle terminal.
+        quiet = os.path.join(work, "probe")
+        os.mkdir(quiet)
+        own = await probe.call("terminal/acquire", {"cwd": quiet, "taskId": "probe"})
         await probe.call("terminal/run", {"command": "true", "terminalId": own["id"]})
         idle = await timed(probe, own["id"], args.n)
         rss_idle = proc.memory_info().rss

@@ -22,6 +22,7 @@ from . import daemon
 from .audit import AUDIT_LOG_VARIABLE, AuditFile
 from .connection import QueueLimits
 from .server import Hub
+from .transport import CONGESTED_BYTES
 
 __all__ = ["serve"]
 
@@ -40,7 +41,7 @@ def serve(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         limits = QueueLimits(
-            congested=min(args.max_queued_mb * 2**20 // 16, 4 * 2**20),
+            congested=min(args.max_queued_mb * 2**20 // 16, CONGESTED_BYTES),
             limit=args.max_queued_mb * 2**20,
         )
         audit_path = args.audit_log or os.environ.get(AUDIT_LOG_VARIABLE) or None

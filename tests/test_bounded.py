@@ -113,3 +113,35 @@ async def test_a_terminal_nobody_reads_holds_bounded_unread_and_replay_output(
         assert text.count("xxxx") >= 1
     finally:
         await registry.close()
+
+
+async def test_an_answer_waits_behind_little_output_for_a_client_that_fell_behind(
+    tmp_path: Path,
+) -> None:
+    """A client that has not read while a terminal printed 20 MB asks something: its
+    answer comes after at most a few hundred KiB of held output (the rest is held
+    back and reported as ``missed``), not after megabytes."""
+    directory = tmp_path / "run"
+    directory.mkdir(mode=0o700)
+    path = directory / "s.sock"
+    server = await serve_socket(path)
+    try:
+        slow = await connect_socket(str(path))
+        await slow.initialize()
+        driver = await connect_socket(str(path))
+        await driver.initialize()
+        await driver.call(
+            "terminal/run",
+            {"command": "head -c 20000000 /dev/zero | tr '\\0' y", "cwd": str(tmp_path)},
+        )
+        msg_id = slow.request("terminal/list", {})
+        before = 0
+        while True:
+            message = await slow._next()
+            if message.get("id") == msg_id:
+                break
+            before += len(json.dumps(message))
+        assert before < 1024 * 1024
+    finally:
+        server.terminate()
+        await server.wait()
