@@ -20,6 +20,10 @@ __all__ = ["MAX_UNREAD_RUNS", "RunOutputQueue", "UnreadRun"]
 
 #: Ended runs kept unread per terminal; older ones are dropped (and said to be).
 MAX_UNREAD_RUNS = 16
+#: Raw bytes kept per unread run, at least: unread output is only ever handed out
+#: as text cut to the character limit (50,000), so 8 bytes a character (escape
+#: sequences, overwritten progress bars) is plenty; the run keeps its own output.
+UNREAD_RAW_MIN = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,7 @@ class RunOutputQueue:
         char_limit: int = 50_000,
         compress_progress_bar: bool = True,
     ) -> None:
-        self._cap = cap
+        self._cap = min(cap, max(UNREAD_RAW_MIN, 8 * char_limit))
         self._line_limit = line_limit
         self._char_limit = char_limit
         self._compress = compress_progress_bar
