@@ -139,8 +139,9 @@ async def main() -> None:
             "terminal/acquire", {"cwd": work, "taskId": f"soak{index}", "provider": provider}
         )
         await warm.call("terminal/run", {"command": "true", "terminalId": info["id"]})
-    warm.close()
+    # Measured with one connection open, at the start and at the end alike.
     fds_start, rss_start = proc.num_fds(), proc.memory_info().rss
+    warm.close()
     deadline = time.monotonic() + args.minutes * 60
     started = time.monotonic()
     results = await asyncio.gather(
@@ -148,16 +149,19 @@ async def main() -> None:
     )
     soaked = time.monotonic() - started
     peers = [peer for peer, _ in results]
+    for peer in peers:
+        peer.close()
+    await asyncio.sleep(0.5)  # a bench: the server notices the closed connections
+    checker = await Peer.connect(path)
+    terminals: list[dict[str, Any]] = await checker.call("terminal/list", {})
     fds_end, rss_end = proc.num_fds(), proc.memory_info().rss
     tag = server_tag(proc)
-    terminals: list[dict[str, Any]] = await peers[0].call("terminal/list", {})
     busy = [t["id"] for t in terminals if t["busy"]]
     shells = {t["pid"] for t in terminals if t["provider"] == "shell" and t["pid"]}
     watchdogs = {c.pid for c in proc.children() if "registry.watchdog" in " ".join(c.cmdline())}
     below = {c.pid for c in proc.children(recursive=True)}
     leaked = ((tagged(tag) if tag else set()) | below) - shells - watchdogs
-    for peer in peers:
-        peer.close()
+    checker.close()
     server.terminate()
     await server.wait()
     await asyncio.sleep(1.0)  # a bench: give the kernel a moment to finish exits
@@ -169,7 +173,7 @@ async def main() -> None:
     print(f"terminals: {len(terminals)} ({len(shells)} shells), busy at the end: {busy}")
     print(f"processes leaked while serving: {len(leaked)} {sorted(leaked)[:10]}")
     print(f"processes left after the server stopped: {len(after)} {sorted(after)[:10]}")
-    print(f"server fds: start {fds_start}, end {fds_end}")
+    print(f"server fds (one client connected): start {fds_start}, end {fds_end}")
     print(f"server RSS: start {rss_start / 2**20:.1f} MiB, end {rss_end / 2**20:.1f} MiB")
 
 
