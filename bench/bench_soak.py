@@ -81,7 +81,8 @@ async def task(path: str, index: int, work: str, deadline: float, seed: int) -> 
     peer = await Peer.connect(path)
     provider = "shell" if index % 2 == 0 else "subprocess"
     info = await peer.call(
-        "terminal/acquire", {"cwd": work, "taskId": f"soak{index}", "provider": provider}
+        "terminal/acquire",
+        {"cwd": os.path.join(work, f"t{index}"), "taskId": f"soak{index}", "provider": provider},
     )
     while time.monotonic() < deadline:
         try:
@@ -134,9 +135,17 @@ async def main() -> None:
     # Start: every task's terminal made and used once.
     warm = await Peer.connect(path)
     for index in range(args.tasks):
+        # A directory each: every task keeps its own terminal (no idle one is handed
+        # to another task), so the start already has all of them.
+        os.mkdir(os.path.join(work, f"t{index}"))
         provider = "shell" if index % 2 == 0 else "subprocess"
         info = await warm.call(
-            "terminal/acquire", {"cwd": work, "taskId": f"soak{index}", "provider": provider}
+            "terminal/acquire",
+            {
+                "cwd": os.path.join(work, f"t{index}"),
+                "taskId": f"soak{index}",
+                "provider": provider,
+            },
         )
         await warm.call("terminal/run", {"command": "true", "terminalId": info["id"]})
     # Measured with one connection open, at the start and at the end alike.
