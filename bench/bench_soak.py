@@ -42,8 +42,9 @@ SERVER_TAG = "TERMINAL_REGISTRY_SERVER"
 outcomes: collections.Counter[str] = collections.Counter()
 
 
-async def act(peer: Peer, rng: random.Random, terminal: int) -> None:
+async def act(peer: Peer, rng: random.Random, terminal: int, last: list[str]) -> None:
     kind = rng.choice(["ok", "ok", "timeout", "cancel", "kill", "limit"])
+    last[0] = kind
     base = {"terminalId": terminal}
     if kind == "ok":
         command = rng.choice(["echo $RANDOM", "ls >/dev/null; pwd", "seq 1 20000"])
@@ -84,11 +85,13 @@ async def task(path: str, index: int, work: str, deadline: float, seed: int) -> 
         "terminal/acquire",
         {"cwd": os.path.join(work, f"t{index}"), "taskId": f"soak{index}", "provider": provider},
     )
+    last = ["-"]
     while time.monotonic() < deadline:
         try:
-            await act(peer, rng, info["id"])
+            await act(peer, rng, info["id"], last)
         except (RpcError, TimeoutError) as error:
-            outcomes[f"error: {error}"] += 1
+            what = str(error) or type(error).__name__
+            outcomes[f"error ({provider}, after {last[0]}): {what}"] += 1
     return peer, info["id"]
 
 
