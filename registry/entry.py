@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from .config import Settings
 from .environment import ReportedRun, ReportedTerminal
@@ -19,7 +19,7 @@ from .run import TerminalRun
 from .terminals.base import Terminal
 from .unread import RunOutputQueue, UnreadRun
 
-__all__ = ["TerminalEntry", "choose_idle", "normalise_path"]
+__all__ = ["TerminalEntry", "normalise_path"]
 
 
 def normalise_path(path: str) -> str:
@@ -131,30 +131,3 @@ def _reported(unread: UnreadRun) -> ReportedRun:
         unread.ended,
         unread.text,
     )
-
-
-def choose_idle(
-    entries: Iterable[TerminalEntry], task_id: str | None, reuse: str = "idle"
-) -> TerminalEntry | None:
-    """Of the entries standing in one place, the idle one a task gets: its own (tier
-    1), else as far as ``reuse`` allows ("idle", "released", "never") a released
-    one, then another task's idle one (tier 2)."""
-    second: TerminalEntry | None = None
-    unbound: TerminalEntry | None = None
-    for entry in entries:
-        terminal = entry.terminal
-        if terminal.busy or terminal.closed:
-            continue
-        if entry.task_id == task_id:
-            return entry  # tier 1
-        if entry.claimed and entry.claimed_by != task_id:
-            continue  # just handed to another task, not used yet
-        if entry.task_id is None and unbound is None:
-            unbound = entry
-        elif entry.task_id is not None and second is None:
-            second = entry
-    if reuse == "never":
-        return None
-    if reuse == "released":
-        return unbound
-    return unbound or second  # tier 2

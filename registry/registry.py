@@ -9,10 +9,10 @@ Lookup (``get_or_create``):
    was just handed and has not used yet;
 4. else a new terminal.  The chosen terminal is bound to the task.
 
-Terminals are indexed by (provider, normalised live cwd), and the index follows
-``cd``: a lookup looks at the terminals standing in that directory only, so 1,000
-terminals answer as fast as 10.  Choosing is synchronous -- no await between looking
-and binding -- so two tasks asking at once never get the same terminal.
+Terminals are indexed by (provider, normalised live cwd) and the index follows
+``cd`` (:mod:`registry.lookup`, which also holds the tier rule).  Choosing is
+synchronous -- no await between looking and binding -- so two tasks asking at once
+never get the same terminal.
 
 Terminals are created through :data:`PROVIDERS`, one entry per provider.
 
@@ -34,13 +34,15 @@ import time
 from collections.abc import Mapping
 
 from .config import Settings
-from .entry import TerminalEntry, choose_idle, normalise_path
+from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .fallback import integration_in_time
 from .keeper import Keeper
 from .limits import NO_LIMITS, Limits
 from .listeners import Listeners
+from .lookup import PlaceIndex, choose
+from .origin import Origin, Suspect, origin_of
 from .run import TerminalRun
 from .terminals.base import Terminal, TerminalListener, existing_directory
 from .terminals.children import NOWHERE
@@ -74,7 +76,7 @@ class TerminalRegistry:
         #: Places terminals' processes and keeps the record that outlives the server.
         self.keeper = keeper
         self._entries: dict[int, TerminalEntry] = {}
-        self._index: dict[tuple[str, str], dict[int, None]] = {}
+        self._places = PlaceIndex()
         #: Closed terminals whose output has not been reported yet (once).
         self._closed_unread: dict[int, TerminalEntry] = {}
         self._ids = itertools.count(1)
@@ -126,7 +128,7 @@ class TerminalRegistry:
         key = normalise_path(existing_directory(cwd))
         entry = None
         if shell is None and not env:
-            entry = self._find(provider, key, task_id, settings.reuse_across_tasks)
+            entry = choose(self._places.at(provider, key), task_id, settings.reuse_across_tasks)
         if entry is not None and entry.task_id not in (task_id, None):
             # Tier 2 took another task's idle terminal: the shell is the same shell.
             entry.notes.append(
@@ -142,13 +144,6 @@ class TerminalRegistry:
         if limits is not None:
             entry.terminal.set_limits(limits)
         return entry.terminal
-
-    def _find(
-        self, provider: str, key: str, task_id: str | None, reuse: str = "idle"
-    ) -> TerminalEntry | None:
-        """Tier 1, else tier 2 as far as ``reuse`` allows ("idle", "released", "never")."""
-        bucket = self._index.get((provider, key))
-        return choose_idle([self._entries[i] for i in bucket or ()], task_id, reuse)
 
     async def _create(
         self,
@@ -175,7 +170,7 @@ class TerminalRegistry:
             keeper.adopt(terminal)
         entry = TerminalEntry(terminal, task_id, settings)
         self._entries[terminal_id] = entry
-        self._index.setdefault((provider, entry.key), {})[terminal_id] = None
+        self._places.add(entry)
         terminal.subscribe(_EntryListener(self, entry))
         self._listeners.call(lambda listener: listener.on_open(terminal))
         return entry
@@ -198,6 +193,20 @@ class TerminalRegistry:
 
     def task_of(self, terminal_id: int) -> str | None:
         return self.entry(terminal_id).task_id
+
+    def origin_of(self, pid: int) -> Origin | None:
+        """Which of our terminals process ``pid`` was started in (see :mod:`.origin`)."""
+        keeper = self.keeper
+        suspects = [
+            Suspect(
+                e.terminal.id,
+                e.terminal.pid,
+                e.terminal.tag,
+                keeper.cgroup_members(e.terminal.id) if keeper is not None else None,
+            )
+            for e in self._entries.values()
+        ]
+        return origin_of(pid, keeper.tag if keeper is not None else None, suspects)
 
     def list(self, task_id: str | None = None, busy: bool | None = None) -> builtins.list[Terminal]:
         """Open terminals, oldest first; filtered by task and by busy when given."""
@@ -379,26 +388,14 @@ class TerminalRegistry:
 
     # -- terminal events ----------------------------------------------------------
 
-    def _unindex(self, entry: TerminalEntry) -> None:
-        where = (entry.terminal.provider, entry.key)
-        bucket = self._index.get(where)
-        if bucket is not None:
-            bucket.pop(entry.terminal.id, None)
-            if not bucket:
-                del self._index[where]
-
     def _terminal_changed(self, entry: TerminalEntry) -> None:
-        key = normalise_path(entry.terminal.cwd)
-        if key != entry.key:
-            self._unindex(entry)
-            entry.key = key
-            self._index.setdefault((entry.terminal.provider, key), {})[entry.terminal.id] = None
+        self._places.follow(entry)
 
     def _terminal_closed(self, entry: TerminalEntry) -> None:
         terminal = entry.terminal
         if self.keeper is not None:
             self.keeper.forget(terminal.id)
-        self._unindex(entry)
+        self._places.remove(entry)
         self._entries.pop(terminal.id, None)
         entry.closed()
         if entry.unread.has_unread_completed():

@@ -9,6 +9,7 @@ removed by :meth:`ShellLaunch.cleanup` when the terminal closes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["SHELL_KINDS", "ShellLaunch", "prepare_launch", "shell_kind"]
+__all__ = ["SHELL_KINDS", "ShellLaunch", "prepare_launch", "shell_kind", "write_private"]
 
 #: Shells we have integration scripts for.
 SHELL_KINDS = ("bash", "zsh", "fish")
@@ -40,9 +41,10 @@ def _scratch_root() -> str | None:
     return None  # the system's temp dir
 
 
-def _write_private(path: str, text: str) -> None:
+def write_private(path: str, text: str) -> None:
+    """A new file only we can read (never through a symlink, never an existing one)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
         f.write(text + "\n")
 
 
@@ -66,12 +68,32 @@ class ShellLaunch:
     integrated: bool
     temp_dir: str | None = None
     _cleaned: bool = field(default=False, repr=False)
+    _ours_fd: int | None = field(default=None, repr=False)
+
+    def next_line_is_ours(self) -> None:
+        """Tell bash's integration that the next command line comes from the server.
+
+        It then sends no E for it (the server knows what it typed): looking the line
+        up in history is half of what our hooks cost per command.  One ``pwrite`` on
+        a file kept open; the shell empties it when it has seen it.
+        """
+        if self.kind != "bash" or not self.temp_dir or self._cleaned:
+            return
+        with contextlib.suppress(OSError):
+            if self._ours_fd is None:
+                path = os.path.join(self.temp_dir, "ours")
+                flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                self._ours_fd = os.open(path, flags, 0o600)
+            os.pwrite(self._ours_fd, b"1", 0)
 
     def cleanup(self) -> None:
         """Remove the terminal's temporary files. Safe to call more than once."""
         if self._cleaned:
             return
         self._cleaned = True
+        if self._ours_fd is not None:
+            os.close(self._ours_fd)
+            self._ours_fd = None
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
@@ -107,7 +129,7 @@ def prepare_launch(
     # The nonce goes through a file the integration reads and deletes, never through
     # the environment or argv: the kernel keeps a process's initial environment
     # readable in /proc/<pid>/environ for its whole life, `unset` or not.
-    _write_private(os.path.join(temp_dir, "nonce"), nonce)
+    write_private(os.path.join(temp_dir, "nonce"), nonce)
     env["TERMINAL_REGISTRY_DIR"] = temp_dir
     if kind == "bash":
         if login:

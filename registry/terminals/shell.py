@@ -27,8 +27,8 @@ from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
 from ..limits import Limits
 from ..run import RunState, TerminalRun
-from ..shell import prepare_launch
-from ..shell.syntax import with_exports
+from ..shell import prepare_launch, write_private
+from ..shell.syntax import LONG_COMMAND_BYTES, source_line, with_exports
 from .base import IntegrationState, existing_directory
 from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement, agent_environment, new_tag
 from .heuristic import GuessedRun, drive
@@ -174,13 +174,17 @@ class ShellTerminal(ShellProcess):
         self._since_submission.clear()
         self._prompt_event.clear()
         self._phase = Phase.SUBMITTED
-        lines = command.split("\n")
         data = command.encode("utf-8", "surrogateescape")
+        if len(data) > LONG_COMMAND_BYTES and self.scratch is not None:
+            command = self._through_a_file(run, data)
+            data = command.encode("utf-8", "surrogateescape")
+        lines = command.split("\n")
         if self._line_may_hold_text:
             # Ctrl-U first: the line editor kept the last line (fish does, after a
             # syntax error), and ours would be typed after it.
             self._line_may_hold_text = False
             self._write(b"\x15")
+        self._launch.next_line_is_ours()
         if len(lines) == 1:
             self._write(data + b"\r")
         elif self._bracketed_paste:
@@ -188,6 +192,14 @@ class ShellTerminal(ShellProcess):
         else:
             self._submission = Submission.TYPING_LINES
             self._spawn_task(self._type_lines(run, lines))
+
+    def _through_a_file(self, run: TerminalRun, data: bytes) -> str:
+        """A long command goes into a private file the shell sources; removed at the end."""
+        assert self.scratch is not None
+        path = os.path.join(self.scratch, f"command-{run.id}")
+        write_private(path, data.decode("utf-8", "surrogateescape"))
+        run.add_done_callback(lambda: _remove(path))
+        return source_line(self._launch.kind, path)
 
     async def _type_lines(self, run: TerminalRun, lines: list[str]) -> None:
         """No bracketed paste: type line by line, each after the shell asked for it.
@@ -246,6 +258,11 @@ class ShellTerminal(ShellProcess):
         if self._closed:
             raise TerminalClosedError(f"terminal {self.id} is closed")
         self._write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _cancel_all(timers: list[asyncio.TimerHandle]) -> None:

@@ -31,6 +31,8 @@ from ..errors import SpawnError, TerminalClosedError
 from ..limits import Limits, rlimit_preexec
 from ..processes import end_processes, process_tree, tagged_processes
 from ..run import RunState, TerminalRun
+from ..shell import write_private
+from ..shell.syntax import LONG_COMMAND_BYTES, source_line
 from .base import IntegrationState, Terminal, existing_directory
 from .children import (
     NOWHERE,
@@ -55,6 +57,11 @@ _WRAPPER = (
 #: Variables a shell sets for itself; their changes never carry over.
 _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "__tr_state", "__tr_status"})
 _STDIN_NOTE = "stdin is at end-of-file here: programs that wait for input get none"
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _posix_shell(preferred: str) -> str:
@@ -153,6 +160,12 @@ class SubprocessTerminal(Terminal):
         run.note = _STDIN_NOTE
         state_file = os.path.join(self._state_dir, f"run-{run.id}")
         run_env = {**self._env, **(env or {}), RUN_TAG_VARIABLE: f"{self._tag}.{run.id}"}
+        argument = command
+        if len(command.encode("utf-8", "surrogateescape")) > LONG_COMMAND_BYTES:
+            # Too long for one argument: the wrapper sources it from a private file.
+            argument = source_line(None, f"{state_file}.command")
+            write_private(f"{state_file}.command", command)
+            run.add_done_callback(lambda: _remove(f"{state_file}.command"))
         self._begin_run(run)
         guard = self._watch_limits(run, limits)
         placed = self._placement.preexec()
@@ -164,14 +177,14 @@ class SubprocessTerminal(Terminal):
                 limited()
 
         loop = asyncio.get_running_loop()
-        try:
-            transport, protocol = await loop.subprocess_exec(
+        spawn = asyncio.ensure_future(
+            loop.subprocess_exec(
                 lambda: _CommandProtocol(self, run),
                 self._shell,
                 "-c",
                 _WRAPPER,
                 "terminal-registry",
-                command,
+                argument,
                 state_file,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -181,23 +194,50 @@ class SubprocessTerminal(Terminal):
                 start_new_session=True,
                 preexec_fn=preexec,
             )
+        )
+        cancelled = False
+        try:
+            # Shielded: asyncio's own clean-up of a cancelled spawn kills the shell
+            # only, then waits for its pipes to close -- which the command's children
+            # hold open for as long as they run, so the request was never answered
+            # and the command ran on.  A spawn the caller gave up on completes, and
+            # what it started is ended as a cancelled run is.
+            transport, protocol = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            cancelled = True
+            with contextlib.suppress(OSError):
+                transport, protocol = await spawn
         except OSError as error:
             run.finish(RunState.FAILED, note=f"cannot start {self._shell!r}: {error}")
             self._end_run(run)
             raise SpawnError(f"cannot start {self._shell!r}: {error}") from error
-        except asyncio.CancelledError:
-            # The caller gave up while the command was starting (asyncio has ended
-            # the process if it was forked): the terminal must not stay busy.
-            run.finish(RunState.CANCELLED, note="cancelled while the command was starting")
-            self._end_run(run)
-            raise
+        if cancelled:
+            if spawn.exception() is None:
+                self._transport = transport
+                run.mark_started()
+                self._spawn_supervisor(run, protocol, state_file, None, env)
+                await asyncio.shield(self.kill())
+            if not run.done:
+                run.finish(RunState.CANCELLED, note="cancelled while the command was starting")
+                self._end_run(run)
+            raise asyncio.CancelledError
         self._transport = transport
         run.mark_started()
         timeout = timeout if timeout is not None else self._settings.command_timeout
+        self._spawn_supervisor(run, protocol, state_file, timeout, env)
+        return run
+
+    def _spawn_supervisor(
+        self,
+        run: TerminalRun,
+        protocol: _CommandProtocol,
+        state_file: str,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+    ) -> None:
         task = asyncio.ensure_future(self._supervise(run, protocol, state_file, timeout, env))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return run
 
     async def _supervise(
         self,

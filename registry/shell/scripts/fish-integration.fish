@@ -36,9 +36,11 @@ end
 
 set -g __tr_running 0
 
+# E carries at most 8 KB of the command line: escaped, it stays far inside the
+# server's 64 KB bound on one marker (a longer one would be given up on as output).
 function __tr_preexec --on-event fish_preexec
     set -g __tr_running 1
-    __tr_osc "E;"(__tr_escape $argv[1])
+    __tr_osc "E;"(__tr_escape (string sub -l 8192 -- $argv[1]))
     __tr_osc C
 end
 
