@@ -21,10 +21,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import daemon, methods
+from . import audit, daemon, methods
 from .attach import attach
 from .blocking import BlockingClient, ConnectionLost
-from .cli_run import EXIT_WAITING, run
+from .cli_run import EXIT_WAITING, LIMIT_FLAGS, run
 from .errors import RegistryError
 
 __all__ = ["main"]
@@ -199,6 +199,12 @@ def _parser() -> argparse.ArgumentParser:
         default=64,
         help="disconnect a client that lets more than this wait unread (default 64)",
     )
+    serve.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help="append one JSON line per command to PATH (mode 0600, rotated at 10 MB); "
+        "default: $TERMINAL_REGISTRY_AUDIT_LOG, else no audit log",
+    )
     serve.add_argument("--log-level", default="WARNING")
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
 
@@ -213,6 +219,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--cwd", default=os.getcwd(), help="directory to run in")
     run.add_argument("--provider", choices=("shell", "subprocess"), default="shell")
     run.add_argument("--timeout", type=float, help="seconds before the command is ended")
+    for flag, _wire, kind, text in LIMIT_FLAGS:
+        run.add_argument(
+            f"--{flag.replace('_', '-')}", type=kind, metavar="N", help=f"limit: {text}"
+        )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
     run.epilog = (
         "When the command waits for input and stdin is a terminal, what you type goes to "
@@ -252,6 +262,11 @@ def _parser() -> argparse.ArgumentParser:
         action.add_argument("terminal_id", type=int, metavar="ID")
 
     commands.add_parser("stop", parents=[common], help="stop the background server")
+
+    audit = commands.add_parser("log", help="print the audit log (see serve --audit-log)")
+    audit.add_argument("--path", help="the audit log (default: $TERMINAL_REGISTRY_AUDIT_LOG)")
+    audit.add_argument("--json", action="store_true", help="the entries as a JSON array")
+    audit.add_argument("-n", "--last", type=int, metavar="N", help="only the last N commands")
     return parser
 
 
@@ -272,6 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .serve import serve  # the server's imports, for this command only
 
         return serve(args)
+    if args.subcommand == "log":
+        return audit.print_log(args.path, as_json=args.json, last=args.last)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:

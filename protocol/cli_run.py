@@ -28,11 +28,20 @@ from .blocking import BlockingClient
 from .console import Console, follow, say
 from .errors import UnknownTerminalError
 
-__all__ = ["EXIT_WAITING", "describe_waiting", "run"]
+__all__ = ["EXIT_WAITING", "LIMIT_FLAGS", "describe_waiting", "run"]
 
 #: The exit status of a run left waiting for input (sysexits' EX_TEMPFAIL: try again
 #: once someone has answered).  The command goes on in its terminal.
 EXIT_WAITING = 75
+
+#: ``run``'s limit flags: (flag, wire name, type); each is the run's limit of that name.
+LIMIT_FLAGS = (
+    ("memory_mb", "memoryMb", int, "memory of all its processes together"),
+    ("pids", "pids", int, "processes at once"),
+    ("cpu_seconds", "cpuSeconds", float, "CPU seconds"),
+    ("output_mb", "outputMb", float, "MB of output (default 1024; 0: none)"),
+    ("wall_seconds", "wallSeconds", float, "seconds of running (then: failed)"),
+)
 
 _WAITING_STATES = frozenset({"waitingForInput", "waitingForPassword", "fullScreen"})
 
@@ -157,6 +166,9 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
         params["taskId"] = args.task
     if args.timeout is not None:
         params["timeoutMs"] = round(args.timeout * 1000)
+    limits = {wire: getattr(args, flag) for flag, wire, _, _ in LIMIT_FLAGS}
+    if any(value is not None for value in limits.values()):
+        params["limits"] = {k: v for k, v in limits.items() if v is not None}
     return params
 
 
@@ -214,6 +226,7 @@ def _summary(
         "provider": terminal["provider"],
         "shellIntegration": terminal["shellIntegration"],
         "note": note,
+        "limit": end.get("limit"),
     }
     # This run's output, left unretrieved for `env` as the live output was: one path,
     # one meaning, with --json or without.
@@ -240,6 +253,8 @@ def _summary(
         ]
         if note:
             lines.append(f"note: {note}")
+        if end.get("limit"):
+            lines.append(f"limit: the command hit its {end['limit']} limit and was ended")
         print("\n".join(f"[terminal-registry] {line}" for line in lines), file=sys.stderr)
     if code is not None:
         return int(code) & 0xFF

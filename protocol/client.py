@@ -7,13 +7,8 @@
         print(result.exit_code, result.cwd, result.output)
         print((await client.environment_details("t1")).markdown)
 
-        # The answer loop: a command that asks is answered, not waited out.
-        result = await client.run("npm init", cwd="/repo", yield_on_input=True)
-        while result.waiting_for is not None:
-            print(result.waiting_for.prompt)              # "package name: (repo) "
-            await client.write(result.terminal_id, "\r")
-            result = await client.wait(run_id=result.run_id)
-
+A command that asks is answered, not waited out: ``run(..., yield_on_input=True)``,
+``write`` or ``send_keys``, then ``wait`` (docs/waiting.md).
 Every method mirrors a request of docs/protocol.md; errors raise the exception of their
 code (:class:`UnknownTerminalError`, :class:`TerminalBusyError` ...).
 Notifications arrive through :meth:`RegistryClient.notifications` (an async
@@ -211,9 +206,21 @@ class RegistryClient:
             raise error_for(error.code, error.message) from None
 
     async def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        limits: wire.Limits | None = None,
     ) -> wire.TerminalInfo:
-        params = {"cwd": os.path.abspath(cwd), "taskId": task_id, "provider": provider}
+        """A terminal for the task in ``cwd``; ``limits`` become the terminal's own."""
+        params: dict[str, Any] = {
+            "cwd": os.path.abspath(cwd),
+            "taskId": task_id,
+            "provider": provider,
+        }
+        if limits is not None:
+            params["limits"] = wire.unstructure(limits)
         return _terminal(await self._request(methods.ACQUIRE, params))
 
     async def run(
@@ -228,14 +235,15 @@ class RegistryClient:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         work_done_token: str | int | None = None,
+        limits: wire.Limits | None = None,
         yield_on_input: bool = False,
     ) -> wire.RunResult:
         """Run a command; ``timeout`` in seconds. With ``background``, returns once started;
-        with ``yield_on_input``, once it waits for input (``waiting_for`` set) or ends."""
+        with ``yield_on_input``, once it waits for input (``waiting_for``) or ends.
+        ``limits``: this run's resource limits (``wire.Limits(memory_mb=256)``)."""
         params: dict[str, Any] = {"command": command, "background": background}
-        if yield_on_input:
-            params["yieldOnInput"] = True
         optional = {
+            "yieldOnInput": True if yield_on_input else None,
             "terminalId": terminal_id,
             # Relative to this process, not to a server that may stand elsewhere.
             "cwd": os.path.abspath(cwd) if cwd is not None else None,
@@ -244,6 +252,7 @@ class RegistryClient:
             "timeoutMs": round(timeout * 1000) if timeout is not None else None,
             "env": dict(env) if env is not None else None,
             "workDoneToken": work_done_token,
+            "limits": wire.unstructure(limits) if limits is not None else None,
         }
         params.update({k: v for k, v in optional.items() if v is not None})
         result = await self._request(methods.RUN, params)
@@ -260,13 +269,10 @@ class RegistryClient:
         """Until the run ends (by id, or a terminal's current run), or it waits for input
         (unless ``yield_on_input`` is False), or ``timeout`` seconds have passed: then
         ``state`` is ``running``.  Cancelling stops the waiting, not the command."""
+        timeout_ms = round(timeout * 1000) if timeout is not None else None
+        optional = {"runId": run_id, "terminalId": terminal_id, "timeoutMs": timeout_ms}
         params: dict[str, Any] = {"yieldOnInput": yield_on_input}
-        if run_id is not None:
-            params["runId"] = run_id
-        if terminal_id is not None:
-            params["terminalId"] = terminal_id
-        if timeout is not None:
-            params["timeoutMs"] = round(timeout * 1000)
+        params.update({k: v for k, v in optional.items() if v is not None})
         result = await self._request(methods.WAIT, params)
         return wire.converter.structure(result, wire.RunResult)
 
@@ -394,9 +400,14 @@ class SyncRegistryClient:
         return self._call(self._client.run(command, **kwargs))
 
     def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        limits: wire.Limits | None = None,
     ) -> wire.TerminalInfo:
-        return self._call(self._client.acquire(cwd, task_id, provider))
+        return self._call(self._client.acquire(cwd, task_id, provider, limits=limits))
 
     def write(self, terminal_id: int, data: str) -> None:
         self._call(self._client.write(terminal_id, data))

@@ -26,9 +26,11 @@ from registry.run import TerminalRun
 
 from . import methods
 from . import types as wire
+from .audit_trail import REQUESTER, Requester
 from .connection import ConnectionServer
 from .errors import InvalidParamsError
 from .notifications import terminal_info, waiting_for
+from .options import engine_limits
 
 __all__ = ["HANDLERS", "run_result"]
 
@@ -65,6 +67,7 @@ def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
         stdout=stdout.decode("utf-8", "replace") if stdout is not None else None,
         stderr=stderr.decode("utf-8", "replace") if stderr is not None else None,
         note=run.note,
+        limit=run.limit,
         waiting_for=_waiting_for(ls, run),
     )
 
@@ -82,7 +85,9 @@ def _waiting_for(ls: ConnectionServer, run: TerminalRun) -> wire.WaitingFor | No
 
 async def acquire(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.AcquireParams, params)
-    terminal = await ls.registry.get_or_create(p.cwd, p.task_id, p.provider, settings=ls.settings)
+    terminal = await ls.registry.get_or_create(
+        p.cwd, p.task_id, p.provider, settings=ls.settings, limits=engine_limits(p.limits)
+    )
     return _info(ls, terminal)
 
 
@@ -92,6 +97,15 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
     if p.terminal_id is None and p.cwd is None:
         raise ValueError("terminal/run needs a terminalId or a cwd")
     registry = ls.registry
+    connection = ls.connection
+    # Whose run this is, for the audit log: the run starts inside this task.
+    REQUESTER.set(
+        Requester(
+            connection.peer_pid or connection.client_pid,
+            connection.peer_uid,
+            connection.name.partition(":")[0],
+        )
+    )
     started = await registry.run(
         p.command,
         cwd=p.cwd,
@@ -102,6 +116,7 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
         env=p.env,
         background=True,
         settings=ls.settings,
+        limits=engine_limits(p.limits),
     )
     if p.background:
         return wire.unstructure(run_result(ls, started))

@@ -21,6 +21,7 @@ from registry.waiting import TerminalState, WaitState
 
 from . import methods
 from . import types as wire
+from .options import wire_limits
 
 __all__ = [
     "DID_WRITE_INTERVAL",
@@ -75,6 +76,8 @@ def terminal_info(registry: TerminalRegistry, terminal: Terminal) -> wire.Termin
         last_command=terminal.last_command,
         state=state.state.value,
         waiting_for=waiting_for(state),
+        limits=wire_limits(terminal.limits),
+        limits_by=terminal.limits_by,
     )
 
 
@@ -124,7 +127,9 @@ class Fanout(RegistryListener):
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
         self._writes.flush(terminal.id)
-        params = wire.DidEndRunParams(terminal.id, run.id, run.state.value, run.exit_code)
+        params = wire.DidEndRunParams(
+            terminal.id, run.id, run.state.value, run.exit_code, run.limit
+        )
         self.broadcast(methods.DID_END_RUN, wire.unstructure(params))
 
 

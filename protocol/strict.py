@@ -114,9 +114,12 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
             raise InvalidParamsError(f"{where} must be an array, got {_kind(value)}")
         return [_check(item, item_type, f"{where}[{index}]") for index, item in enumerate(value)]
     if attrs.has(annotation):
-        if not isinstance(value, Mapping):
+        if not isinstance(value, dict):
             raise InvalidParamsError(f"{where} must be an object, got {_kind(value)}")
-        return structure_params(annotation, value, where)
+        try:
+            return structure_params(annotation, value)
+        except InvalidParamsError as error:
+            raise InvalidParamsError(f"{where}.{error.message}") from None
     if origin is dict:
         key_type, value_type = typing.get_args(annotation)
         if not isinstance(value, dict):
@@ -204,24 +207,21 @@ def _fields(cls: type) -> tuple[_Field, ...]:
 _FIELDS: dict[type, tuple[_Field, ...]] = {}
 
 
-def structure_params(cls: type[T], params: Any, within: str = "") -> T:
-    """Build ``cls`` from wire params, strictly; InvalidParamsError names the field
-    (``within`` is the path of an object nested in another: ``waitingFor.kind``)."""
+def structure_params(cls: type[T], params: Any) -> T:
+    """Build ``cls`` from wire params, strictly; InvalidParamsError names the field."""
     if params is None:
         params = {}
     if not isinstance(params, Mapping):
         raise InvalidParamsError(f"params must be an object, got {_kind(params)}")
-    prefix = f"{within}." if within else ""
     values: dict[str, Any] = {}
     for field in _fields(cls):
         if field.wire not in params:
             if field.required:
-                raise InvalidParamsError(f"missing required field {prefix + field.wire!r}")
+                raise InvalidParamsError(f"missing required field {field.wire!r}")
             continue
-        where = prefix + field.wire
-        value = values[field.name] = _check(params[field.wire], field.annotation, where)
+        value = values[field.name] = _check(params[field.wire], field.annotation, field.wire)
         if field.rule is not None:
-            _apply_rule(field.rule, value, where)
+            _apply_rule(field.rule, value, field.wire)
     return cls(**values)
 
 

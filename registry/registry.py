@@ -40,6 +40,7 @@ from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .fallback import integration_in_time
 from .keeper import Keeper
+from .limits import NO_LIMITS, Limits
 from .listeners import Listeners
 from .lookup import PlaceIndex, choose
 from .origin import Origin, Suspect, origin_of
@@ -85,8 +86,7 @@ class TerminalRegistry:
         #: Set (and replaced) when a terminal may have stopped being busy and hot:
         #: what a report waiting for hot terminals to cool down waits on.
         self._cooled = asyncio.Event()
-        #: Recent runs by id, for ``wait`` by run id.
-        self._runs = RunBook()
+        self._runs = RunBook()  # recent runs by id, for ``wait`` by run id
 
     # -- observers ----------------------------------------------------------------
 
@@ -117,11 +117,12 @@ class TerminalRegistry:
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
         settings: Settings | None = None,
+        limits: Limits | None = None,
     ) -> Terminal:
         """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none.
 
         A new terminal runs with ``settings`` (the asking client's; default: the
-        registry's) for its whole life.
+        registry's) for its whole life; ``limits`` become the terminal's own.
         """
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
@@ -142,6 +143,8 @@ class TerminalRegistry:
             )
         self._bind(entry, task_id)
         entry.claim(task_id)
+        if limits is not None:
+            entry.terminal.set_limits(limits)
         return entry.terminal
 
     async def _create(
@@ -246,6 +249,7 @@ class TerminalRegistry:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         settings: Settings | None = None,
+        limits: Limits | None = None,
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
 
@@ -260,7 +264,8 @@ class TerminalRegistry:
         and the command runs on a subprocess terminal for the same task and cwd (the
         run's note says so). The command is never written to the shell in that case,
         so it never runs twice.  With ``background`` the run is returned as soon as
-        the command has started.
+        the command has started.  ``limits`` are the run's own, over the terminal's,
+        over the settings'.
         """
         settings = settings or self.settings
         if terminal_id is not None:
@@ -280,7 +285,8 @@ class TerminalRegistry:
                 terminal = await self._substitute(terminal, task, settings, why)
         if timeout is None:
             timeout = settings.command_timeout
-        run = await terminal.start(command, timeout=timeout, env=env)
+        limits = (limits or NO_LIMITS).over(terminal.limits).over(settings.limits)
+        run = await terminal.start(command, timeout=timeout, env=env, limits=limits)
         if background:
             return run
         return await self.wait(run)
@@ -288,10 +294,8 @@ class TerminalRegistry:
     async def wait(
         self, run: TerminalRun, *, timeout: float | None = None, yield_on_input: bool = False
     ) -> TerminalRun:
-        """Wait for ``run`` to end -- the caller then has its whole output (retrieved) --
-        or, with ``yield_on_input``, for its terminal to wait for input, or for
-        ``timeout`` seconds: then ``run.done`` is False and the command goes on
-        (:func:`~registry.awaiting.follow`)."""
+        """Until ``run`` ends (its output is then retrieved), its terminal waits for input
+        (``yield_on_input``) or ``timeout`` passes (:func:`~registry.awaiting.follow`)."""
         entry = self._entries.get(run.terminal_id)
         terminal = entry.terminal if entry is not None else None
         await follow(run, terminal, timeout=timeout, yield_on_input=yield_on_input)

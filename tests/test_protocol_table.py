@@ -82,6 +82,12 @@ def test_every_wire_type_has_the_same_fields_in_both_languages() -> None:
         assert _fields(cls) == _ts_fields(_ts_type_name(cls)), cls.__name__
 
 
+def test_nested_wire_types_have_the_same_fields_in_both_languages() -> None:
+    assert _fields(wire.Limits) == _ts_fields("Limits")
+    limit_names = set(re.findall(r"'(\w+)'", TS.split("type LimitName =")[1].split(";")[0]))
+    assert limit_names == _fields(wire.Limits)
+
+
 def test_error_codes_match_the_extensions_error_codes() -> None:
     ts = {
         name: int(value)

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
+from ..limits import Limits
 from ..run import RunState, TerminalRun
 from ..shell import prepare_launch, write_private
 from ..shell.syntax import LONG_COMMAND_BYTES, source_line, with_exports
@@ -105,6 +106,8 @@ class ShellTerminal(ShellProcess):
         command: str,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> TerminalRun:
         self._check_can_start()
         self._submission = Submission.CLAIMED
@@ -120,6 +123,7 @@ class ShellTerminal(ShellProcess):
                 command = with_exports(env, command)
             run = TerminalRun(self.id, command, self._settings.run_output_cap)
             self._begin_run(run)
+            self._watch_limits(run, limits, shell_pid=self._pty.pid)
         finally:
             self._submission = Submission.IDLE
         timeout = timeout if timeout is not None else self._settings.command_timeout

@@ -300,6 +300,21 @@ class ShellProcess(PhaseMachine):
         self._write(b"\x03")
         return False
 
+    async def _end_for_limit(self, run: TerminalRun) -> None:
+        """It broke a limit: SIGKILL its processes at once (a fork bomb or a memory
+        hog gets no grace), the shell kept; then the usual interrupt if the shell
+        itself runs it (a builtin loop) and does not come back."""
+        shell = self._pty.pid
+        killed = self._kill_run_group(run, {shell})
+        procs = [p for p in foreground_processes(self._pty.fd, shell) if p.pid not in killed]
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(run.wait(), self._settings.kill_grace)
+        if not run.done:
+            await self._interrupt(run, RunState.FAILED)
+
     async def kill(self) -> None:
         run = self.current_run
         if run is not None:

@@ -58,6 +58,23 @@ export interface Terminal {
   state?: TerminalActivity;
   /** Set while its command waits for input, a password, a key, or a job is stopped. */
   waitingFor?: WaitingFor;
+  /** The terminal's own limits (absent when it has none). */
+  limits?: Limits;
+  /** How each limit is enforced here. */
+  limitsBy?: Record<LimitName, LimitEnforcement>;
+}
+
+export type LimitName = 'memoryMb' | 'pids' | 'cpuSeconds' | 'outputMb' | 'wallSeconds';
+/** `cgroup`: the terminal's cgroup; `rlimit`: per-process rlimits; `server`: counted by the server. */
+export type LimitEnforcement = 'cgroup' | 'rlimit' | 'server' | 'none';
+
+/** A command's resource limits: absent or null inherits, 0 means none. */
+export interface Limits {
+  memoryMb?: number | null;
+  pids?: number | null;
+  cpuSeconds?: number | null;
+  outputMb?: number | null;
+  wallSeconds?: number | null;
 }
 
 /** The result of `terminal/run`. */
@@ -84,6 +101,8 @@ export interface RunResult {
   note?: string;
   /** A run still going whose terminal waits (`yieldOnInput`, `terminal/wait`). */
   waitingFor?: WaitingFor;
+  /** The limit the run hit (its state is then `failed`). */
+  limit?: LimitName;
 }
 
 // -- request params and results ---------------------------------------------------------
@@ -92,6 +111,8 @@ export interface AcquireParams {
   cwd: string;
   taskId?: string | null;
   provider?: Provider;
+  /** The terminal's own limits from now on. */
+  limits?: Limits;
 }
 
 export interface RunParams {
@@ -108,6 +129,8 @@ export interface RunParams {
   workDoneToken?: string | number;
   /** Answer as soon as the command waits for input (`waitingFor` set); default false. */
   yieldOnInput?: boolean;
+  /** This run's limits, over the terminal's and the settings'. */
+  limits?: Limits;
 }
 
 export interface WriteParams {
@@ -215,6 +238,8 @@ export interface Settings {
   loginShell?: boolean;
   cols?: number;
   rows?: number;
+  /** Every command's limits unless its terminal or run sets its own. */
+  limits?: Limits;
 }
 
 // -- notifications (server -> client) ----------------------------------------------------
@@ -244,6 +269,8 @@ export interface DidEndRunParams {
   runId: number;
   state: RunState;
   exitCode: number | null;
+  /** The limit the run hit, if it hit one. */
+  limit?: LimitName;
 }
 
 /** Every notification the server sends, by method name, with its params. */
