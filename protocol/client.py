@@ -7,6 +7,8 @@
         print(result.exit_code, result.cwd, result.output)
         print((await client.environment_details("t1")).markdown)
 
+A command that asks is answered, not waited out: ``run(..., yield_on_input=True)``,
+``write`` or ``send_keys``, then ``wait`` (docs/waiting.md).
 Every method mirrors a request of docs/protocol.md; errors raise the exception of their
 code (:class:`UnknownTerminalError`, :class:`TerminalBusyError` ...).
 Notifications arrive through :meth:`RegistryClient.notifications` (an async
@@ -45,6 +47,7 @@ from .errors import (
     UnknownTerminalError,
     error_for,
 )
+from .stream import Notification, NotificationStream
 from .types import converter_factory
 
 __all__ = [
@@ -69,12 +72,6 @@ CANCEL_CONFIRM_TIMEOUT = 30.0
 
 
 # -- results ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Notification:
-    method: str
-    params: Any
 
 
 @dataclass(frozen=True)
@@ -209,9 +206,21 @@ class RegistryClient:
             raise error_for(error.code, error.message) from None
 
     async def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        limits: wire.Limits | None = None,
     ) -> wire.TerminalInfo:
-        params = {"cwd": os.path.abspath(cwd), "taskId": task_id, "provider": provider}
+        """A terminal for the task in ``cwd``; ``limits`` become the terminal's own."""
+        params: dict[str, Any] = {
+            "cwd": os.path.abspath(cwd),
+            "taskId": task_id,
+            "provider": provider,
+        }
+        if limits is not None:
+            params["limits"] = wire.unstructure(limits)
         return _terminal(await self._request(methods.ACQUIRE, params))
 
     async def run(
@@ -226,10 +235,15 @@ class RegistryClient:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         work_done_token: str | int | None = None,
+        limits: wire.Limits | None = None,
+        yield_on_input: bool = False,
     ) -> wire.RunResult:
-        """Run a command; ``timeout`` in seconds. With ``background``, returns once started."""
+        """Run a command; ``timeout`` in seconds. With ``background``, returns once started;
+        with ``yield_on_input``, once it waits for input (``waiting_for``) or ends.
+        ``limits``: this run's resource limits (``wire.Limits(memory_mb=256)``)."""
         params: dict[str, Any] = {"command": command, "background": background}
         optional = {
+            "yieldOnInput": True if yield_on_input else None,
             "terminalId": terminal_id,
             # Relative to this process, not to a server that may stand elsewhere.
             "cwd": os.path.abspath(cwd) if cwd is not None else None,
@@ -238,10 +252,33 @@ class RegistryClient:
             "timeoutMs": round(timeout * 1000) if timeout is not None else None,
             "env": dict(env) if env is not None else None,
             "workDoneToken": work_done_token,
+            "limits": wire.unstructure(limits) if limits is not None else None,
         }
         params.update({k: v for k, v in optional.items() if v is not None})
         result = await self._request(methods.RUN, params)
         return wire.converter.structure(result, wire.RunResult)
+
+    async def wait(
+        self,
+        *,
+        run_id: int | None = None,
+        terminal_id: int | None = None,
+        timeout: float | None = None,
+        yield_on_input: bool = True,
+    ) -> wire.RunResult:
+        """Until the run ends (by id, or a terminal's current run), or it waits for input
+        (unless ``yield_on_input`` is False), or ``timeout`` seconds have passed: then
+        ``state`` is ``running``.  Cancelling stops the waiting, not the command."""
+        timeout_ms = round(timeout * 1000) if timeout is not None else None
+        optional = {"runId": run_id, "terminalId": terminal_id, "timeoutMs": timeout_ms}
+        params: dict[str, Any] = {"yieldOnInput": yield_on_input}
+        params.update({k: v for k, v in optional.items() if v is not None})
+        result = await self._request(methods.WAIT, params)
+        return wire.converter.structure(result, wire.RunResult)
+
+    async def send_keys(self, terminal_id: int, keys: list[str]) -> None:
+        """Named keys: ``["q"]``, ``["C-c"]``, ``["Escape", ":q!", "Enter"]``."""
+        await self._request(methods.SEND_KEYS, {"terminalId": terminal_id, "keys": list(keys)})
 
     async def write(self, terminal_id: int, data: str) -> None:
         await self._request(methods.WRITE, {"terminalId": terminal_id, "data": data})
@@ -335,32 +372,6 @@ class RegistryClient:
             queue.put_nowait(None)
 
 
-class NotificationStream:
-    """An async iterator of notifications, subscribed from its creation."""
-
-    def __init__(
-        self,
-        queues: list[asyncio.Queue[Notification | None]],
-        queue: asyncio.Queue[Notification | None],
-    ) -> None:
-        self._queues = queues
-        self._queue = queue
-
-    def __aiter__(self) -> NotificationStream:
-        return self
-
-    async def __anext__(self) -> Notification:
-        item = await self._queue.get()
-        if item is None:
-            await self.aclose()
-            raise StopAsyncIteration
-        return item
-
-    async def aclose(self) -> None:
-        if self._queue in self._queues:
-            self._queues.remove(self._queue)
-
-
 def _terminal(data: Any) -> wire.TerminalInfo:
     return wire.converter.structure(data, wire.TerminalInfo)
 
@@ -389,12 +400,23 @@ class SyncRegistryClient:
         return self._call(self._client.run(command, **kwargs))
 
     def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        limits: wire.Limits | None = None,
     ) -> wire.TerminalInfo:
-        return self._call(self._client.acquire(cwd, task_id, provider))
+        return self._call(self._client.acquire(cwd, task_id, provider, limits=limits))
 
     def write(self, terminal_id: int, data: str) -> None:
         self._call(self._client.write(terminal_id, data))
+
+    def wait(self, **kwargs: Any) -> wire.RunResult:
+        return self._call(self._client.wait(**kwargs))
+
+    def send_keys(self, terminal_id: int, keys: list[str]) -> None:
+        self._call(self._client.send_keys(terminal_id, keys))
 
     def kill(self, terminal_id: int) -> None:
         self._call(self._client.kill(terminal_id))

@@ -18,8 +18,9 @@ from .full_output import FullOutputs
 from .hot import HotTracker
 from .model_text import TextLimits
 from .run import TerminalRun
-from .terminals.base import Terminal
+from .terminals.base import Terminal, TerminalListener
 from .unread import RunOutputQueue, UnreadRun
+from .waiting import TerminalState
 
 __all__ = ["TerminalEntry", "normalise_path"]
 
@@ -47,11 +48,19 @@ class TerminalEntry:
         self.unread = RunOutputQueue(settings.run_output_cap, TextLimits.of(settings))
         #: Files with the whole output of runs whose text for a model was cut.
         self.full_outputs = FullOutputs(settings.full_output_cap)
+        terminal.subscribe(_BetweenRuns(self))
         self.hot = HotTracker(settings.hot_timeout, settings.hot_compiling_timeout)
         self.cool_timer: asyncio.TimerHandle | None = None
         #: Said on the next run's note: why this terminal runs it (a fallback, a
         #: terminal handed over from another task).
         self.notes: list[str] = []
+
+    @property
+    def cooling(self) -> bool:
+        """Busy and hot: a report waits for it to cool down -- unless its command waits
+        for input, and so stays quiet for good."""
+        terminal = self.terminal
+        return terminal.busy and self.hot.is_hot() and not terminal.wait_state.waiting
 
     def claim(self, task_id: str | None) -> None:
         self.claimed = True
@@ -117,11 +126,14 @@ class TerminalEntry:
         if running is not None and task_id is not None and self.task_id not in (task_id, None):
             running = None  # another task's command now: not this report's
         runs = [_reported(unread) for unread in self.unread.take(task_id, peek=peek)]
-        if running is None and not runs:
+        wait = terminal.wait_state if not terminal.closed else None
+        if wait is not None and not (wait.waiting or wait.state is TerminalState.STOPPED_JOB):
+            wait = None
+        if running is None and not runs and wait is None:
             return None
         command_line = running.command_line if running is not None else None
         return ReportedTerminal(
-            terminal.id, self.task_id, terminal.cwd, running is not None, command_line, runs
+            terminal.id, self.task_id, terminal.cwd, running is not None, command_line, runs, wait
         )
 
 
@@ -134,3 +146,13 @@ def _reported(unread: UnreadRun) -> ReportedRun:
         unread.ended,
         unread.text,
     )
+
+
+class _BetweenRuns(TerminalListener):
+    """Output of no command (a background job's) joins the entry's unread output."""
+
+    def __init__(self, entry: TerminalEntry) -> None:
+        self._entry = entry
+
+    def on_idle_output(self, terminal: Terminal, data: bytes) -> None:
+        self._entry.between_runs(data)

@@ -16,9 +16,14 @@ import logging
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Protocol
 
+from .config import Settings
+from .errors import UnknownTerminalError
 from .model_text import ModelText, TextLimits, full_text, run_text
 from .run import TerminalRun
+from .terminals.base import Terminal
+from .terminals.shell import ShellTerminal
 
 __all__ = ["FullOutputs", "RunOutput", "run_output"]
 
@@ -80,19 +85,38 @@ class RunOutput:
     full_output_path: str | None = None
 
 
-async def run_output(
-    run: TerminalRun, outputs: FullOutputs | None, scratch: str | None, limits: TextLimits
-) -> RunOutput:
-    """``run``'s text; once it has ended and its text was cut, its full output kept.
+class _Place(Protocol):
+    """A terminal's entry, as far as its outputs go (:class:`~registry.entry.TerminalEntry`)."""
 
-    Cleaning megabytes takes a while (about a second for 8 MiB of coloured
-    compiler output): it runs in a thread, so other terminals keep being served.
+    terminal: Terminal
+    full_outputs: FullOutputs
+
+
+class _Places(Protocol):
+    """Where entries are found by terminal id (:class:`~registry.registry.TerminalRegistry`)."""
+
+    def entry(self, terminal_id: int) -> _Place: ...
+
+
+async def run_output(run: TerminalRun, places: _Places, settings: Settings) -> RunOutput:
+    """``run``'s text for a model (``settings``' limits, on its terminal's screen); once
+    it has ended and that text was cut, its full output kept in a file.
+
+    Cleaning megabytes takes a while (about a second for 8 MiB of progress bars):
+    it runs in a thread, so other terminals keep being served.
     """
+    try:
+        place: _Place | None = places.entry(run.terminal_id)
+    except UnknownTerminalError:  # closed: its scratch directory has gone with it
+        place = None
+    terminal = place.terminal if place is not None else None
+    rows = terminal.size[1] if isinstance(terminal, ShellTerminal) else None
+    limits = TextLimits.of(settings, rows)
     text = run_text(run, limits)
-    if not text.truncated or not run.done or outputs is None:
+    if not text.truncated or not run.done or place is None or place.terminal.closed:
         return RunOutput(text)
-    path = outputs.path(run.id)
-    if path is None and scratch is not None:
+    path = place.full_outputs.path(run.id)
+    if path is None and place.terminal.scratch is not None:
         full = await asyncio.to_thread(full_text, run.kept_output(), limits)
-        path = outputs.keep(scratch, run.id, full)
+        path = place.full_outputs.keep(place.terminal.scratch, run.id, full)
     return RunOutput(text, path)
