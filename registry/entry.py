@@ -9,26 +9,16 @@ of it an environment report is rendered from (:mod:`registry.environment`).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 
 from .config import Settings
 from .environment import ReportedRun, ReportedTerminal
 from .hot import HotTracker
 from .run import TerminalRun
-from .terminals.base import Terminal
+from .terminals.base import Terminal, normalise_path
 from .unread import RunOutputQueue, UnreadRun
 
 __all__ = ["TerminalEntry", "normalise_path"]
-
-
-def normalise_path(path: str) -> str:
-    """A key under which equal directories compare equal.
-
-    Absolute, ``..`` and trailing slashes resolved, symlinks followed; case folded
-    only where the file system ignores case (Windows).
-    """
-    return os.path.normcase(os.path.realpath(os.path.abspath(os.path.expanduser(path))))
 
 
 class TerminalEntry:
@@ -40,8 +30,8 @@ class TerminalEntry:
         #: Handed to this task and not used yet: other tasks must not take it.
         self.claimed_by: str | None = None
         self.claimed = False
-        #: The normalised live cwd it is indexed under.
-        self.key = normalise_path(terminal.cwd)
+        #: Where it is indexed: (target, normalised live cwd) -- Terminal.location().
+        self.key = terminal.location()
         self.unread = RunOutputQueue(
             settings.run_output_cap,
             settings.output_line_limit,
@@ -113,7 +103,7 @@ class TerminalEntry:
             return None
         command_line = running.command_line if running is not None else None
         return ReportedTerminal(
-            terminal.id, self.task_id, terminal.cwd, running is not None, command_line, runs
+            terminal.id, self.task_id, terminal.display_cwd, running is not None, command_line, runs
         )
 
 

@@ -9,12 +9,18 @@ Lookup (``get_or_create``):
    was just handed and has not used yet;
 4. else a new terminal.  The chosen terminal is bound to the task.
 
-Terminals are indexed by (provider, normalised live cwd), and the index follows
-``cd``: a lookup looks at the terminals standing in that directory only, so 1,000
-terminals answer as fast as 10.  Choosing is synchronous -- no await between looking
-and binding -- so two tasks asking at once never get the same terminal.
+Terminals are indexed by (provider, target, normalised live cwd) -- the target is
+empty on this machine, an ssh host or a container for remote providers, whose paths
+are the target's -- and the index follows ``cd``: a lookup looks at the terminals
+standing in that directory only, so 1,000 terminals answer as fast as 10.  Choosing
+is synchronous -- no await between looking and binding -- so two tasks asking at once
+never get the same terminal.
 
 Terminals are created through :data:`PROVIDERS`, one entry per provider.
+
+A remote terminal whose connection was lost is remembered (:class:`_Lost`): the next
+run on it, or the next run of its task on that target, opens a new terminal in its
+last verified cwd and says that the shell's state was lost.
 
 The registry also keeps an entry per terminal (:mod:`registry.entry`: its task,
 unread output and hot state), waits for hot terminals to cool down before a report
@@ -32,6 +38,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from .config import Settings
 from .entry import TerminalEntry, normalise_path
@@ -39,8 +46,10 @@ from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .listeners import Listeners
 from .run import TerminalRun
-from .terminals.base import IntegrationState, Terminal, TerminalListener, existing_directory
+from .terminals.base import IntegrationState, Terminal, TerminalListener
+from .terminals.container import ContainerTerminal
 from .terminals.shell import ShellTerminal
+from .terminals.ssh import SshTerminal
 from .terminals.subprocess import SubprocessTerminal
 
 __all__ = ["PROVIDERS", "RegistryListener", "TerminalEntry", "TerminalRegistry", "normalise_path"]
@@ -52,7 +61,23 @@ log = logging.getLogger(__name__)
 PROVIDERS: Mapping[str, type[Terminal]] = {
     ShellTerminal.provider: ShellTerminal,
     SubprocessTerminal.provider: SubprocessTerminal,
+    SshTerminal.provider: SshTerminal,
+    ContainerTerminal.provider: ContainerTerminal,
 }
+
+#: Lost terminals remembered for their next run (the oldest are forgotten first).
+_LOST_KEPT = 64
+
+
+@dataclass(frozen=True)
+class _Lost:
+    """A remote terminal whose connection was lost: enough to open its successor."""
+
+    provider: str
+    target: str | None
+    cwd: str
+    task_id: str | None
+    reason: str
 
 
 class RegistryListener(TerminalListener):
@@ -68,7 +93,9 @@ class TerminalRegistry:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self._entries: dict[int, TerminalEntry] = {}
-        self._index: dict[tuple[str, str], dict[int, None]] = {}
+        #: (provider, target, path) -> terminals standing there (Terminal.location).
+        self._index: dict[tuple[str, str, str], dict[int, None]] = {}
+        self._lost: dict[int, _Lost] = {}
         #: Closed terminals whose output has not been reported yet (once).
         self._closed_unread: dict[int, TerminalEntry] = {}
         self._ids = itertools.count(1)
@@ -106,20 +133,26 @@ class TerminalRegistry:
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        target: str | None = None,
     ) -> Terminal:
-        """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none."""
+        """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none.
+
+        ``target`` is where a remote provider runs it (an ssh host, a container); the
+        cwd is then the target's, checked there."""
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
-        key = normalise_path(existing_directory(cwd))
-        entry = self._find(provider, key, task_id) if shell is None and not env else None
+        where, key = await PROVIDERS[provider].locate(cwd, target, self.settings)
+        entry = self._find(provider, where, key, task_id) if shell is None and not env else None
         if entry is None:
-            entry = await self._create(provider, cwd, task_id, shell=shell, env=env)
+            entry = await self._create(provider, cwd, task_id, shell=shell, env=env, target=target)
         self._bind(entry, task_id)
         entry.claim(task_id)
         return entry.terminal
 
-    def _find(self, provider: str, key: str, task_id: str | None) -> TerminalEntry | None:
-        bucket = self._index.get((provider, key))
+    def _find(
+        self, provider: str, where: str, key: str, task_id: str | None
+    ) -> TerminalEntry | None:
+        bucket = self._index.get((provider, where, key))
         if not bucket:
             return None
         second: TerminalEntry | None = None
@@ -147,14 +180,15 @@ class TerminalRegistry:
         *,
         shell: str | None,
         env: Mapping[str, str] | None,
+        target: str | None = None,
     ) -> TerminalEntry:
         terminal_id = next(self._ids)
         terminal = await PROVIDERS[provider].create(
-            terminal_id, cwd, self.settings, shell=shell, env=env
+            terminal_id, cwd, self.settings, shell=shell, env=env, target=target
         )
         entry = TerminalEntry(terminal, task_id, self.settings)
         self._entries[terminal_id] = entry
-        self._index.setdefault((provider, entry.key), {})[terminal_id] = None
+        self._index.setdefault((provider, *entry.key), {})[terminal_id] = None
         terminal.subscribe(_EntryListener(self, entry))
         self._listeners.call(lambda listener: listener.on_open(terminal))
         return entry
@@ -210,6 +244,7 @@ class TerminalRegistry:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         background: bool = False,
+        target: str | None = None,
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
 
@@ -223,11 +258,21 @@ class TerminalRegistry:
         so it never runs twice.  With ``background`` the run is returned as soon as
         the command has started.
         """
-        if terminal_id is not None:
+        if terminal_id is not None and terminal_id in self._lost:
+            terminal = await self._reopen(self._lost.pop(terminal_id), terminal_id)
+        elif terminal_id is not None:
             terminal = self.get(terminal_id)
         else:
-            terminal = await self.get_or_create(cwd or os.getcwd(), task_id, provider)
-        if isinstance(terminal, ShellTerminal) and self.settings.fallback_to_subprocess:
+            terminal = await self.get_or_create(
+                cwd or os.getcwd(), task_id, provider, target=target
+            )
+            lost = self._lost_by_task(task_id, provider, terminal.target)
+            if lost is not None:
+                self._note_lost(terminal, *lost)
+        # A remote shell without integration runs there with heuristics: the fallback
+        # (a subprocess) would run here, on the wrong machine.
+        local = terminal.target is None
+        if isinstance(terminal, ShellTerminal) and local and self.settings.fallback_to_subprocess:
             fallback = await self._fallback_for(terminal, task_id if terminal_id is None else None)
             if fallback is not None:
                 terminal = fallback
@@ -237,6 +282,31 @@ class TerminalRegistry:
         await run.wait()
         self.mark_retrieved(run)
         return run
+
+    # -- lost connections -----------------------------------------------------------
+
+    async def _reopen(self, lost: _Lost, terminal_id: int) -> Terminal:
+        """A new terminal where a lost one stood (its task, target, last verified cwd)."""
+        terminal = await self.get_or_create(
+            lost.cwd, lost.task_id, lost.provider, target=lost.target
+        )
+        self._note_lost(terminal, terminal_id, lost)
+        return terminal
+
+    def _lost_by_task(
+        self, task_id: str | None, provider: str, target: str | None
+    ) -> tuple[int, _Lost] | None:
+        for terminal_id, lost in self._lost.items():
+            if (lost.task_id, lost.provider, lost.target) == (task_id, provider, target):
+                del self._lost[terminal_id]
+                return terminal_id, lost
+        return None
+
+    def _note_lost(self, terminal: Terminal, lost_id: int, lost: _Lost) -> None:
+        self.entry(terminal.id).fallback_note = (
+            f"{lost.reason}: the shell state of terminal {lost_id} (variables, functions, "
+            f"jobs) was lost; this is terminal {terminal.id}, in {lost.cwd}"
+        )
 
     def mark_retrieved(self, run: TerminalRun) -> None:
         """The caller got this run's whole output with its result: it is not news."""
@@ -334,7 +404,7 @@ class TerminalRegistry:
     # -- terminal events ----------------------------------------------------------
 
     def _unindex(self, entry: TerminalEntry) -> None:
-        where = (entry.terminal.provider, entry.key)
+        where = (entry.terminal.provider, *entry.key)
         bucket = self._index.get(where)
         if bucket is not None:
             bucket.pop(entry.terminal.id, None)
@@ -342,11 +412,11 @@ class TerminalRegistry:
                 del self._index[where]
 
     def _terminal_changed(self, entry: TerminalEntry) -> None:
-        key = normalise_path(entry.terminal.cwd)
+        key = entry.terminal.location()
         if key != entry.key:
             self._unindex(entry)
             entry.key = key
-            self._index.setdefault((entry.terminal.provider, key), {})[entry.terminal.id] = None
+            self._index.setdefault((entry.terminal.provider, *key), {})[entry.terminal.id] = None
 
     def _terminal_closed(self, entry: TerminalEntry) -> None:
         terminal = entry.terminal
@@ -355,6 +425,12 @@ class TerminalRegistry:
         entry.closed()
         if entry.unread.has_unread_completed():
             self._closed_unread[terminal.id] = entry
+        if terminal.lost is not None:
+            self._lost[terminal.id] = _Lost(
+                terminal.provider, terminal.target, terminal.cwd, entry.task_id, terminal.lost
+            )
+            while len(self._lost) > _LOST_KEPT:
+                del self._lost[next(iter(self._lost))]
         self._wake_reports()
 
 

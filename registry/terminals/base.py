@@ -33,6 +33,7 @@ __all__ = [
     "Terminal",
     "TerminalListener",
     "existing_directory",
+    "normalise_path",
 ]
 
 
@@ -43,6 +44,15 @@ def existing_directory(cwd: str) -> str:
         reason = "does not exist" if not os.path.exists(path) else "is not a directory"
         raise InvalidCwdError(cwd, reason)
     return path
+
+
+def normalise_path(path: str) -> str:
+    """A key under which equal directories of this machine compare equal.
+
+    Absolute, ``..`` and trailing slashes resolved, symlinks followed; case folded
+    only where the file system ignores case (Windows).
+    """
+    return os.path.normcase(os.path.realpath(os.path.abspath(os.path.expanduser(path))))
 
 
 class IntegrationState(StrEnum):
@@ -101,12 +111,56 @@ class Terminal(abc.ABC):
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        target: str | None = None,
     ) -> Self:
         """Start a terminal in ``cwd``: what the registry's provider table calls.
 
-        Raises :class:`InvalidCwdError` for a cwd that is not a directory and
-        :class:`SpawnError` when the terminal cannot be started.
+        ``target`` is where a remote provider runs it (an ssh destination, a
+        container); local providers take none.  Raises :class:`InvalidCwdError` for
+        a cwd that is not a directory and :class:`SpawnError` when the terminal
+        cannot be started.
         """
+
+    # -- where it runs (remote providers override; see terminals/remote.py) -------
+
+    @classmethod
+    async def locate(cls, cwd: str, target: str | None, settings: Settings) -> tuple[str, str]:
+        """The registry's key for terminals of this provider standing in ``cwd`` on
+        ``target``: (target key, path key).  Checks ``cwd`` where it will be used:
+        here, on this machine (:class:`InvalidCwdError`)."""
+        if target:
+            raise ValueError(f"the {cls.provider} provider runs on this machine: no host")
+        return ("", normalise_path(existing_directory(cwd)))
+
+    def location(self) -> tuple[str, str]:
+        """Its key in the registry now (as :meth:`locate` gives it): where its live
+        cwd is."""
+        return ("", normalise_path(self._cwd))
+
+    @property
+    def target(self) -> str | None:
+        """Where it runs, as it was asked for; None: on this machine."""
+        return None
+
+    @property
+    def host(self) -> str | None:
+        """The ssh provider: ``user@host`` (``:port`` when not 22)."""
+        return None
+
+    @property
+    def container(self) -> str | None:
+        """The container provider: the container's name or id."""
+        return None
+
+    @property
+    def display_cwd(self) -> str:
+        """The live cwd for people and models: ``ssh://user@host/path`` when remote."""
+        return self._cwd
+
+    @property
+    def lost(self) -> str | None:
+        """Why it closed when that was its connection (``connection to HOST lost``)."""
+        return None
 
     # -- identity and state -------------------------------------------------------
 

@@ -86,6 +86,7 @@ class ShellTerminal(PhaseMachine):
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        target: str | None = None,
         integration: bool = True,
     ) -> ShellTerminal:
         """Start a shell in ``cwd``. Returns at once; :meth:`ready` awaits start-up.
@@ -93,6 +94,8 @@ class ShellTerminal(PhaseMachine):
         Raises :class:`InvalidCwdError` for a cwd that is not a directory and
         :class:`SpawnError` when the shell cannot be started.
         """
+        if target:  # remote shells are terminals/remote.py's
+            raise ValueError("a local shell runs on this machine: no target")
         settings = settings or Settings()
         cwd = existing_directory(cwd)
         shell = shell or settings.default_shell
