@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import daemon, methods
+from . import daemon, listing, methods
 from .blocking import BlockingClient, ConnectionLost
 from .errors import RegistryError, UnknownTerminalError
 
@@ -167,12 +167,16 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
     client.on(methods.DID_END_RUN, on_end)
     client.on(methods.DID_OPEN, on_terminal)
     client.on(methods.DID_CHANGE, on_terminal)
-    params: dict[str, Any] = {
-        "command": args.command,
-        "cwd": os.path.abspath(args.cwd),
-        "provider": args.provider,
-        "background": True,
-    }
+    params: dict[str, Any] = {"command": args.command, "background": True}
+    if args.host is not None or args.container is not None:
+        # A remote terminal: the cwd is the target's, as given ("~" by default).
+        params["cwd"] = args.cwd if args.cwd is not None else "~"
+        params["host" if args.host is not None else "container"] = args.host or args.container
+        if args.provider is not None:
+            params["provider"] = args.provider
+    else:
+        params["cwd"] = os.path.abspath(args.cwd if args.cwd is not None else os.getcwd())
+        params["provider"] = args.provider or "shell"
     if args.task is not None:
         params["taskId"] = args.task
     if args.timeout is not None:
@@ -206,6 +210,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         "exitCode": code,
         "signal": _signal_name(code),
         "cwd": terminal["cwd"],
+        **{k: terminal[k] for k in ("host", "container") if k in terminal},
         "shell": terminal["shell"],
         "provider": terminal["provider"],
         "shellIntegration": terminal["shellIntegration"],
@@ -219,7 +224,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
             f"exit code: {code if code is not None else 'unknown'}"
             + (f" ({summary['signal']})" if summary["signal"] else ""),
             f"state: {end['state']}",
-            f"cwd: {terminal['cwd']}",
+            f"cwd: {listing.location(terminal)}",
             f"terminal: {terminal_id} ({terminal['provider']}, {terminal['shell']}, "
             f"{terminal['shellIntegration']} integration)",
         ]
@@ -288,36 +293,13 @@ def _env(args: argparse.Namespace, client: BlockingClient) -> int:
     return 0
 
 
-_LIST_COLUMNS = ("ID", "TASK", "PROVIDER", "STATE", "INTEGRATION", "CWD", "LAST COMMAND")
-
-
 def _list(args: argparse.Namespace, client: BlockingClient) -> int:
     params = {"taskId": args.task} if args.task is not None else {}
     terminals: list[dict[str, Any]] = client.request(methods.LIST, params)
     if args.json:
         print(json.dumps(terminals, indent=2))
-        return 0
-    if not terminals:
-        print("(no terminals)")
-        return 0
-    rows = [_LIST_COLUMNS]
-    for t in terminals:
-        state = ("busy" if t["busy"] else "idle") + (",hot" if t["hot"] else "")
-        rows.append(
-            (
-                str(t["id"]),
-                t["taskId"] or "-",
-                t["provider"],
-                state,
-                t["shellIntegration"],
-                t["cwd"],
-                t["lastCommand"] or "",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_LIST_COLUMNS) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join([*cells, row[-1]]).rstrip())
+    else:
+        print(listing.table(terminals) if terminals else "(no terminals)")
     return 0
 
 
@@ -386,8 +368,15 @@ def _parser() -> argparse.ArgumentParser:
         "then print the exit code and cwd. Exits with the command's exit code.",
     )
     run.add_argument("--task", help="task id the terminal is bound to")
-    run.add_argument("--cwd", default=os.getcwd(), help="directory to run in")
-    run.add_argument("--provider", choices=("shell", "subprocess"), default="shell")
+    run.add_argument(
+        "--cwd", help="directory to run in (default: here; on a --host or --container, home)"
+    )
+    run.add_argument("--provider", choices=("shell", "subprocess", "ssh", "container"))
+    where = run.add_mutually_exclusive_group()
+    where.add_argument(
+        "--host", help="run on this ssh host (alias, user@host or user@host:port; docs/remote.md)"
+    )
+    where.add_argument("--container", help="run in this running container (docker or podman)")
     run.add_argument("--timeout", type=float, help="seconds before the command is ended")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
 

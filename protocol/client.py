@@ -209,9 +209,23 @@ class RegistryClient:
             raise error_for(error.code, error.message) from None
 
     async def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        host: str | None = None,
+        container: str | None = None,
     ) -> wire.TerminalInfo:
-        params = {"cwd": os.path.abspath(cwd), "taskId": task_id, "provider": provider}
+        """A terminal in ``cwd``; with ``host`` or ``container``, a remote one (the cwd is
+        then the target's, taken as given)."""
+        remote = host is not None or container is not None
+        params: dict[str, Any] = {
+            "cwd": cwd if remote else os.path.abspath(cwd),
+            "taskId": task_id,
+            "provider": provider,
+        }
+        params.update({k: v for k, v in {"host": host, "container": container}.items() if v})
         return _terminal(await self._request(methods.ACQUIRE, params))
 
     async def run(
@@ -226,13 +240,20 @@ class RegistryClient:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         work_done_token: str | int | None = None,
+        host: str | None = None,
+        container: str | None = None,
     ) -> wire.RunResult:
-        """Run a command; ``timeout`` in seconds. With ``background``, returns once started."""
+        """Run a command; ``timeout`` in seconds. With ``background``, returns once started.
+
+        ``host`` or ``container`` run it remotely; ``cwd`` is then the target's."""
         params: dict[str, Any] = {"command": command, "background": background}
+        remote = host is not None or container is not None
         optional = {
             "terminalId": terminal_id,
             # Relative to this process, not to a server that may stand elsewhere.
-            "cwd": os.path.abspath(cwd) if cwd is not None else None,
+            "cwd": cwd if remote or cwd is None else os.path.abspath(cwd),
+            "host": host,
+            "container": container,
             "taskId": task_id,
             "provider": provider,
             "timeoutMs": round(timeout * 1000) if timeout is not None else None,
@@ -373,9 +394,17 @@ class SyncRegistryClient:
         return self._call(self._client.run(command, **kwargs))
 
     def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        host: str | None = None,
+        container: str | None = None,
     ) -> wire.TerminalInfo:
-        return self._call(self._client.acquire(cwd, task_id, provider))
+        return self._call(
+            self._client.acquire(cwd, task_id, provider, host=host, container=container)
+        )
 
     def write(self, terminal_id: int, data: str) -> None:
         self._call(self._client.write(terminal_id, data))

@@ -66,27 +66,43 @@ def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
     )
 
 
+def _where(provider: str | None, host: str | None, container: str | None) -> tuple[str, str | None]:
+    """The provider and target a request names: ``host`` means a shell over ssh,
+    ``container`` a shell in that container (docs/remote.md)."""
+    if host is not None and container is not None:
+        raise ValueError("give host or container, not both")
+    for target, remote in ((host, "ssh"), (container, "container")):
+        if target is not None:
+            if provider not in (None, "shell", remote):
+                raise ValueError(f"provider {provider!r} runs on this machine: it takes no host")
+            return remote, target
+    return provider or "shell", None
+
+
 async def acquire(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.AcquireParams, params)
-    terminal = await ls.registry.get_or_create(p.cwd, p.task_id, p.provider)
+    provider, target = _where(p.provider, p.host, p.container)
+    terminal = await ls.registry.get_or_create(p.cwd, p.task_id, provider, target=target)
     return _info(ls, terminal)
 
 
 async def run(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.RunParams, params)
     timeout = p.timeout_ms / 1000 if p.timeout_ms is not None else None
-    if p.terminal_id is None and p.cwd is None:
+    if p.terminal_id is None and p.cwd is None and p.host is None and p.container is None:
         raise ValueError("terminal/run needs a terminalId or a cwd")
     registry = ls.registry
+    provider, target = _where(p.provider, p.host, p.container)
     started = await registry.run(
         p.command,
         cwd=p.cwd,
         task_id=p.task_id,
         terminal_id=p.terminal_id,
-        provider=p.provider or "shell",
+        provider=provider,
         timeout=timeout,
         env=p.env,
         background=True,
+        target=target,
     )
     if p.background:
         return wire.unstructure(run_result(ls, started))

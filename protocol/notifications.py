@@ -47,6 +47,8 @@ def terminal_info(registry: TerminalRegistry, terminal: Terminal) -> wire.Termin
         shell=terminal.shell,
         pid=terminal.pid,
         last_command=terminal.last_command,
+        host=terminal.host,
+        container=terminal.container,
     )
 
 

@@ -71,6 +71,10 @@ class AcquireParams:
     cwd: str = attrs.field(metadata={RULE: _TEXT})
     task_id: str | None = None
     provider: str = "shell"
+    #: Remote terminals (docs/remote.md): an ssh host (provider ssh) or a container
+    #: (provider container); the cwd is then the target's.
+    host: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
+    container: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
 
 
 @attrs.define
@@ -84,6 +88,9 @@ class RunParams:
     env: dict[str, str] | None = attrs.field(default=None, metadata={RULE: _ENV})
     background: bool = False
     work_done_token: int | str | None = None
+    #: As in AcquireParams: where the terminal runs when none is given by id.
+    host: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
+    container: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
 
 
 @attrs.define
@@ -142,6 +149,10 @@ class TerminalInfo:
     shell: str
     pid: int | None
     last_command: str | None
+    #: Remote terminals only (left off the wire otherwise): where the shell runs;
+    #: ``cwd`` is then a path there.
+    host: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
+    container: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
 
 
 @attrs.define

@@ -18,9 +18,9 @@ never get the same terminal.
 
 Terminals are created through :data:`PROVIDERS`, one entry per provider.
 
-A remote terminal whose connection was lost is remembered (:class:`_Lost`): the next
-run on it, or the next run of its task on that target, opens a new terminal in its
-last verified cwd and says that the shell's state was lost.
+A remote terminal whose connection was lost is remembered (:mod:`registry.lost`): the
+next run on it, or the next run of its task on that target, opens a new terminal in
+its last verified cwd and says that the shell's state was lost.
 
 The registry also keeps an entry per terminal (:mod:`registry.entry`: its task,
 unread output and hot state), waits for hot terminals to cool down before a report
@@ -38,13 +38,13 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from .config import Settings
 from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .listeners import Listeners
+from .lost import LostTerminal, LostTerminals
 from .run import TerminalRun
 from .terminals.base import IntegrationState, Terminal, TerminalListener
 from .terminals.container import ContainerTerminal
@@ -65,20 +65,6 @@ PROVIDERS: Mapping[str, type[Terminal]] = {
     ContainerTerminal.provider: ContainerTerminal,
 }
 
-#: Lost terminals remembered for their next run (the oldest are forgotten first).
-_LOST_KEPT = 64
-
-
-@dataclass(frozen=True)
-class _Lost:
-    """A remote terminal whose connection was lost: enough to open its successor."""
-
-    provider: str
-    target: str | None
-    cwd: str
-    task_id: str | None
-    reason: str
-
 
 class RegistryListener(TerminalListener):
     """Hears about every terminal of a registry: its own events plus ``on_open``."""
@@ -95,7 +81,7 @@ class TerminalRegistry:
         self._entries: dict[int, TerminalEntry] = {}
         #: (provider, target, path) -> terminals standing there (Terminal.location).
         self._index: dict[tuple[str, str, str], dict[int, None]] = {}
-        self._lost: dict[int, _Lost] = {}
+        self._lost = LostTerminals()
         #: Closed terminals whose output has not been reported yet (once).
         self._closed_unread: dict[int, TerminalEntry] = {}
         self._ids = itertools.count(1)
@@ -258,17 +244,20 @@ class TerminalRegistry:
         so it never runs twice.  With ``background`` the run is returned as soon as
         the command has started.
         """
-        if terminal_id is not None and terminal_id in self._lost:
-            terminal = await self._reopen(self._lost.pop(terminal_id), terminal_id)
+        lost = self._lost.take(terminal_id) if terminal_id is not None else None
+        if lost is not None:  # its connection was lost: a new one where it stood
+            terminal = await self.get_or_create(
+                lost.cwd, lost.task_id, lost.provider, target=lost.target
+            )
         elif terminal_id is not None:
             terminal = self.get(terminal_id)
         else:
-            terminal = await self.get_or_create(
-                cwd or os.getcwd(), task_id, provider, target=target
-            )
-            lost = self._lost_by_task(task_id, provider, terminal.target)
-            if lost is not None:
-                self._note_lost(terminal, *lost)
+            # Without a cwd: here, where we stand; on a target, its home.
+            where = cwd or ("~" if target else os.getcwd())
+            terminal = await self.get_or_create(where, task_id, provider, target=target)
+            lost = self._lost.take_for(task_id, provider, terminal.target)
+        if lost is not None:
+            self.entry(terminal.id).fallback_note = lost.note(terminal.id)
         # A remote shell without integration runs there with heuristics: the fallback
         # (a subprocess) would run here, on the wrong machine.
         local = terminal.target is None
@@ -282,31 +271,6 @@ class TerminalRegistry:
         await run.wait()
         self.mark_retrieved(run)
         return run
-
-    # -- lost connections -----------------------------------------------------------
-
-    async def _reopen(self, lost: _Lost, terminal_id: int) -> Terminal:
-        """A new terminal where a lost one stood (its task, target, last verified cwd)."""
-        terminal = await self.get_or_create(
-            lost.cwd, lost.task_id, lost.provider, target=lost.target
-        )
-        self._note_lost(terminal, terminal_id, lost)
-        return terminal
-
-    def _lost_by_task(
-        self, task_id: str | None, provider: str, target: str | None
-    ) -> tuple[int, _Lost] | None:
-        for terminal_id, lost in self._lost.items():
-            if (lost.task_id, lost.provider, lost.target) == (task_id, provider, target):
-                del self._lost[terminal_id]
-                return terminal_id, lost
-        return None
-
-    def _note_lost(self, terminal: Terminal, lost_id: int, lost: _Lost) -> None:
-        self.entry(terminal.id).fallback_note = (
-            f"{lost.reason}: the shell state of terminal {lost_id} (variables, functions, "
-            f"jobs) was lost; this is terminal {terminal.id}, in {lost.cwd}"
-        )
 
     def mark_retrieved(self, run: TerminalRun) -> None:
         """The caller got this run's whole output with its result: it is not news."""
@@ -426,11 +390,16 @@ class TerminalRegistry:
         if entry.unread.has_unread_completed():
             self._closed_unread[terminal.id] = entry
         if terminal.lost is not None:
-            self._lost[terminal.id] = _Lost(
-                terminal.provider, terminal.target, terminal.cwd, entry.task_id, terminal.lost
+            self._lost.add(
+                LostTerminal(
+                    terminal.id,
+                    terminal.provider,
+                    terminal.target,
+                    terminal.cwd,
+                    entry.task_id,
+                    terminal.lost,
+                )
             )
-            while len(self._lost) > _LOST_KEPT:
-                del self._lost[next(iter(self._lost))]
         self._wake_reports()
 
 

@@ -138,7 +138,7 @@ class ContainerChannel(RemoteChannel):
 
     def location(self, cwd: str) -> str:
         path = cwd if cwd.startswith("/") else "/" + cwd
-        return f"{self._target.engine_name}://{self.spec}{path}"
+        return f"container://{self.spec}{path}"
 
 
 class ContainerTerminal(RemoteShellTerminal):

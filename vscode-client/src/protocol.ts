@@ -10,7 +10,8 @@
 /** The protocol version this client speaks (`capabilities.experimental.terminalRegistry.version`). */
 export const PROTOCOL_VERSION = 1;
 
-export type Provider = 'shell' | 'subprocess';
+/** `ssh` and `container` run the shell elsewhere (docs/remote.md); their paths are the target's. */
+export type Provider = 'shell' | 'subprocess' | 'ssh' | 'container';
 export type ShellIntegration = 'pending' | 'rich' | 'none';
 export type RunState = 'running' | 'completed' | 'timedOut' | 'cancelled' | 'failed';
 
@@ -33,6 +34,10 @@ export interface Terminal {
   pid: number | null;
   /** The running or last command line. */
   lastCommand: string | null;
+  /** Provider `ssh`: `user@host` (`:port` when not 22); `cwd` is a path there. */
+  host?: string;
+  /** Provider `container`: the container's name or id; `cwd` is a path in it. */
+  container?: string;
 }
 
 /** The result of `terminal/run`. */
@@ -65,6 +70,10 @@ export interface AcquireParams {
   cwd: string;
   taskId?: string | null;
   provider?: Provider;
+  /** A shell over ssh on this host (an alias, `user@host`, `user@host:port`). */
+  host?: string;
+  /** A shell in this running container (docker or podman). */
+  container?: string;
 }
 
 export interface RunParams {
@@ -79,6 +88,9 @@ export interface RunParams {
   /** Answer as soon as the command has started (`state: "running"`). */
   background?: boolean;
   workDoneToken?: string | number;
+  /** As in `AcquireParams`; without `cwd`, the target's home. */
+  host?: string;
+  container?: string;
 }
 
 export interface WriteParams {
