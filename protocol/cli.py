@@ -202,7 +202,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         terminal = seen[terminal_id]
     code = end.get("exitCode")
     note = started.get("note")
-    summary = {
+    summary: dict[str, Any] = {
         "runId": mine,
         "terminalId": terminal_id,
         "commandLine": started["commandLine"],
