@@ -48,6 +48,16 @@ OPTIONS: dict[str, tuple[str, Callable[[Any], Any], str]] = {
     "loginShell": _same("login_shell", "boolean"),
     "cols": _same("cols", "integer"),
     "rows": _same("rows", "integer"),
+    # Remote terminals (docs/remote.md).
+    "sshCommand": _same("ssh_command", "string"),
+    "sshConfigFile": _same("ssh_config_file", "string"),
+    "sshMaxSessions": _same("ssh_max_sessions", "integer"),
+    "sshKeepaliveIntervalMs": _ms("ssh_keepalive_interval"),
+    "sshKeepaliveCount": _same("ssh_keepalive_count", "integer"),
+    "sshConnectTimeoutMs": _ms("ssh_connect_timeout"),
+    "containerEngine": _same("container_engine", "string"),
+    "remoteStartTimeoutMs": _ms("remote_start_timeout"),
+    "remoteControlTimeoutMs": _ms("remote_control_timeout"),
 }
 
 _CHECKS: dict[str, Callable[[Any], bool]] = {
