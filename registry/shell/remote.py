@@ -196,7 +196,7 @@ fi
 if [ -z "$tpgid" ] || [ "$tpgid" -le 0 ] || [ "$tpgid" = "$pid" ]; then
   echo shell; exit 0
 fi
-kill "-$sig" -- "-$tpgid" 2>/dev/null
+kill "-$sig" "-$tpgid" 2>/dev/null
 echo "sent $tpgid"
 """
 

@@ -140,8 +140,9 @@ class RemoteChannel(abc.ABC):
     def refused(self) -> None:  # noqa: B027 - optional hook
         """The client said its session was refused (and made its own connection)."""
 
-    def release(self) -> None:  # noqa: B027 - optional hook
-        """The terminal's client has ended: its session is free."""
+    async def release(self) -> None:  # noqa: B027 - optional hook
+        """The terminal's client has ended: its session is free (and a connection
+        that carried nothing else any more ends before this returns)."""
 
     def location(self, cwd: str) -> str:
         """A cwd on the target for people and models."""
@@ -169,7 +170,8 @@ class RemoteShellTerminal(ShellTerminal):
         self._report: RemoteReport | None = None
         self._handshake: asyncio.Future[RemoteReport] = self._loop.create_future()
         self._closing = False
-        self._swept = False
+        #: The sweep of the target (one per terminal; close and the EOF share it).
+        self._sweeping: asyncio.Task[None] | None = None
         self._lost: str | None = None
 
     @classmethod
@@ -215,7 +217,7 @@ class RemoteShellTerminal(ShellTerminal):
                 preexec_fn=reset_signals,
             )
         except OSError as error:
-            channel.release()
+            await channel.release()
             raise SpawnError(f"cannot start {argv[0]!r} for {channel.name}: {error}") from error
         pty = AsyncPty(child)
         terminal = cls(terminal_id, cwd, settings, launch, nonce, tag, pty, channel)
@@ -384,17 +386,22 @@ class RemoteShellTerminal(ShellTerminal):
 
     async def _sweep(self) -> None:
         """On the target: SIGHUP to the shell, then SIGTERM and SIGKILL to every
-        process carrying the terminal's tag; remove the scratch directory."""
-        if self._swept or self._report is None:
+        process carrying the terminal's tag; remove the scratch directory.  Once per
+        terminal: a second call waits for the first."""
+        if self._report is None:
             return
-        self._swept = True
+        if self._sweeping is None:
+            self._sweeping = asyncio.ensure_future(self._sweep_once(self._report))
+        await asyncio.shield(self._sweeping)
+
+    async def _sweep_once(self, report: RemoteReport) -> None:
         steps = max(1, round(self._settings.kill_grace / 0.02))
         status, out = await self._control(
             SWEEP,
             f"{TERMINAL_TAG_VARIABLE}={self._tag}",
-            str(self._report.pid),
+            str(report.pid),
             str(steps),
-            self._report.directory,
+            report.directory,
         )
         if status != 0:
             log.warning("terminal %s: sweeping %s failed (%s)", self.id, self._channel.name, out)
@@ -411,13 +418,14 @@ class RemoteShellTerminal(ShellTerminal):
 
     async def _finalize(self) -> None:
         try:
+            if self._sweeping is not None or self._channel.control_available():
+                # It ended without us (its shell exited, its client died): what it
+                # left running on the target, and its scratch directory, go first,
+                # so that a terminal is closed only once nothing of it is left.
+                await self._sweep()
             await super()._finalize()
         finally:
-            self._channel.release()
-        if not self._swept and self._channel.control_available():
-            # It ended without us (its shell exited, the connection dropped): what it
-            # left running on the target, and its scratch directory, go now.
-            await self._sweep()
+            await self._channel.release()
 
     def _shell_gone(self, status: int | None, signum: int | None) -> None:
         if not self._handshake.done():

@@ -175,10 +175,10 @@ class SshChannel(RemoteChannel):
         master = self._master
         master.capacity = max(1, master.sessions - 1)
 
-    def release(self) -> None:
+    async def release(self) -> None:
         if not self._released:
             self._released = True
-            self._target.pool.release(self._master)
+            await self._target.pool.release(self._master)
 
     def location(self, cwd: str) -> str:
         return f"ssh://{self.name}{cwd if cwd.startswith('/') else '/' + cwd}"

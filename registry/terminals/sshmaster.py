@@ -38,8 +38,6 @@ log = logging.getLogger(__name__)
 #: What LocalCommand prints once the master's socket listens.
 _READY = b"terminal-registry-master-ready"
 _names = itertools.count(1)
-#: Masters being stopped (their last terminal closed): kept until they are gone.
-_stopping: set[asyncio.Task[None]] = set()
 
 
 def _runtime_directory() -> str:
@@ -266,12 +264,10 @@ class SshPool:
             master.sessions += 1
             return master
 
-    def release(self, master: SshMaster) -> None:
+    async def release(self, master: SshMaster) -> None:
+        """A terminal on ``master`` has ended; the master ends with its last one."""
         master.sessions -= 1
         if master.sessions <= 0:
-            # Its last terminal is gone: so is the connection.
             if master in self.masters:
                 self.masters.remove(master)
-            task = asyncio.ensure_future(master.stop())
-            _stopping.add(task)
-            task.add_done_callback(_stopping.discard)
+            await master.stop()
