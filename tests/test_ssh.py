@@ -172,7 +172,7 @@ async def test_timeout_ends_the_remote_tree(reg: TerminalRegistry, sshd: Private
     terminal = await remote(reg, sshd)
     tag = await text(terminal, "echo $TERMINAL_REGISTRY_TERMINAL")
     # Everything in the job ignores SIGINT: only SIGTERM over the control channel ends it.
-    job = "sh -c 'trap \"\" INT; sleep 300 & sleep 301 & echo u\"\"p; wait'"
+    job = 'sh -c \'trap "" INT; sleep 300 & sleep 301 & echo u""p; wait\''
     run = await started(terminal, job, b"up", timeout=0.5)
     assert len(sshd.tagged(tag)) >= 4  # the shell, sh, two sleeps
     await asyncio.wait_for(run.wait(), 20)
@@ -295,7 +295,7 @@ async def test_ten_terminals_on_one_master_and_an_eleventh_beyond_max_sessions(
         assert len(set(outputs)) == 11
         assert not [t for t in terminals if b"refused" in t.replay()]
         # The full master still has its control session: a job that ignores Ctrl-C ends.
-        job = "sh -c 'trap \"\" INT; echo u\"\"p; sleep 300'"
+        job = 'sh -c \'trap "" INT; echo u""p; sleep 300\''
         run = await started(terminals[0], job, b"up", timeout=0.3)
         await asyncio.wait_for(run.wait(), 20)
         assert (run.state, run.exit_code) == (RunState.TIMED_OUT, 143)
