@@ -115,7 +115,7 @@ def _start(config: Path, log: Path, directory: Path) -> subprocess.Popen[bytes]:
         ready.bind(str(notify))
         ready.settimeout(READY_TIMEOUT)
         proc = subprocess.Popen(
-            [SSHD, "-D", "-f", str(config), "-E", str(log)],
+            [SSHD or "sshd", "-D", "-f", str(config), "-E", str(log)],
             env={**os.environ, "NOTIFY_SOCKET": str(notify)},
             stdin=subprocess.DEVNULL,
             start_new_session=True,
@@ -131,13 +131,27 @@ def _start(config: Path, log: Path, directory: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
+def cannot_run() -> str | None:
+    """Why a private sshd cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the private sshd needs root (a throwaway user, PTYs for it)"
+    if SSHD is None or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
+        return "openssh-server and openssh-client are not installed (.ci/run installs them)"
+    return None
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSshd]:
-    if os.geteuid() != 0:
-        pytest.skip("the private sshd needs root (a throwaway user, PTYs for it)")
-    if SSHD is None or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
-        pytest.skip("openssh-server and openssh-client are not installed (.ci/run installs them)")
-    directory = tmp_path_factory.mktemp("sshd")
+    reason = cannot_run()
+    if reason is not None:
+        pytest.skip(reason)
+    with private_sshd(tmp_path_factory.mktemp("sshd")) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def private_sshd(directory: Path) -> Iterator[PrivateSshd]:
+    """Start a private sshd with its files in ``directory``; all gone afterwards."""
     os.chmod(directory, 0o755)
     user = "trssh" + secrets.token_hex(4)
     subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", user], check=True)
