@@ -171,10 +171,14 @@ async def test_the_nonce_is_in_no_command_line_and_no_log(
 async def test_timeout_ends_the_remote_tree(reg: TerminalRegistry, sshd: PrivateSshd) -> None:
     terminal = await remote(reg, sshd)
     tag = await text(terminal, "echo $TERMINAL_REGISTRY_TERMINAL")
-    # Everything in the job ignores SIGINT: only SIGTERM over the control channel ends it.
-    job = 'sh -c \'trap "" INT; sleep 300 & sleep 301 & echo u""p; wait\''
-    run = await started(terminal, job, b"up", timeout=0.5)
-    assert len(sshd.tagged(tag)) >= 4  # the shell, sh, two sleeps
+    # Everything in the job ignores SIGINT: only SIGTERM over the control channel ends
+    # it; one child left the job's process group (and session), not its tree.
+    job = (
+        'sh -c \'trap "" INT; sleep 300 & '
+        'setsid sh -c "echo es""caped; exec sleep 302" & sleep 301\''
+    )
+    run = await started(terminal, job, b"escaped", timeout=0.5)
+    assert len(sshd.tagged(tag)) >= 5  # the shell, sh, three sleeps
     await asyncio.wait_for(run.wait(), 20)
     assert (run.state, run.exit_code) == (RunState.TIMED_OUT, 143)
     assert [p.pid for p in sshd.tagged(tag)] == [terminal.remote_pid]

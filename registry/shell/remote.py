@@ -179,13 +179,14 @@ def parse_report(fields: tuple[str, ...]) -> RemoteReport | None:
 
 
 #: Control script: send signal $2 to the foreground job of the terminal whose shell is
-#: $1 (its tty's foreground process group, /proc/<pid>/stat field 8, else ps).
+#: $1 -- its tty's foreground process group (/proc/<pid>/stat field 8, else ps) and,
+#: as the local provider does, every descendant of the group's members (with /proc).
 #: Prints ``sent <pgid>``, or ``shell`` when the shell itself is in the foreground,
-#: or ``gone`` when the shell is not there.
+#: or ``gone`` when the shell is not there.  Signal 0 only asks.
 SIGNAL_FOREGROUND = r"""
 pid=$1 sig=$2 tpgid=
 if [ -r "/proc/$pid/stat" ]; then
-  stat=$(cat "/proc/$pid/stat" 2>/dev/null) || { echo gone; exit 0; }
+  IFS= read -r stat <"/proc/$pid/stat" 2>/dev/null || { echo gone; exit 0; }
   set -- ${stat##*) }
   tpgid=$6
 elif kill -0 "$pid" 2>/dev/null; then
@@ -196,7 +197,24 @@ fi
 if [ -z "$tpgid" ] || [ "$tpgid" -le 0 ] || [ "$tpgid" = "$pid" ]; then
   echo shell; exit 0
 fi
-kill "-$sig" "-$tpgid" 2>/dev/null
+tree=
+if [ "$sig" != 0 ] && [ -d /proc/self ]; then
+  tree=$(
+    for f in /proc/[0-9]*/stat; do
+      IFS= read -r line <"$f" 2>/dev/null || continue
+      set -- ${line##*) }
+      echo "${line%% *} $2 $3"
+    done | awk -v g="$tpgid" '
+      { parent[$1] = $2; if ($3 == g) found[$1] = 1 }
+      END {
+        do { more = 0
+          for (p in parent) if (!(p in found) && (parent[p] in found)) { found[p] = 1; more = 1 }
+        } while (more)
+        for (p in found) print p
+      }'
+  )
+fi
+kill "-$sig" "-$tpgid" $tree 2>/dev/null
 echo "sent $tpgid"
 """
 
