@@ -14,7 +14,6 @@ library's light modules; ``serve`` loads the server when it is asked for.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import select
@@ -40,47 +39,6 @@ class CliError(Exception):
 
 
 # -- serve -------------------------------------------------------------------------------
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import asyncio
-    import logging
-
-    from .connection import QueueLimits
-    from .server import Hub
-
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
-    if args.log_level.upper() != "DEBUG":
-        # pygls logs every answered error with a traceback; the client has the answer.
-        logging.getLogger("pygls").setLevel(logging.CRITICAL)
-    if not args.stdio and not args.socket:
-        print("terminal-registry serve: give --stdio, --socket PATH, or both", file=sys.stderr)
-        return 2
-
-    async def serve() -> int:
-        limits = QueueLimits(
-            congested=min(args.max_queued_mb * 2**20 // 16, 4 * 2**20),
-            limit=args.max_queued_mb * 2**20,
-        )
-        server = Hub(limits=limits)
-        if args.socket:
-            await server.serve_socket(args.socket, export=args.export_socket)
-            daemon.write_pid_file(args.socket)
-        if args.ready_fd is not None:
-            os.write(args.ready_fd, b"ready\n")
-            os.close(args.ready_fd)
-        try:
-            return await server.run(stdio=args.stdio, socket_path=None)
-        finally:
-            if args.socket:
-                with contextlib.suppress(OSError):
-                    os.unlink(daemon.pid_file(args.socket))
-
-    try:
-        return asyncio.run(serve())
-    except (OSError, daemon.BackgroundServerError) as error:
-        print(f"terminal-registry serve: {error}", file=sys.stderr)
-        return 2
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -145,6 +103,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
     ended: dict[int, dict[str, Any]] = {}
     seen: dict[int, dict[str, Any]] = {}
     mine: int | None = None
+    streamed: list[bool] = []
 
     def on_write(params: dict[str, Any]) -> None:
         run_id = params.get("runId")
@@ -153,6 +112,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         if mine is None:
             buffered.setdefault(run_id, []).append(params["data"])
         elif run_id == mine and not args.json:
+            streamed.append(True)
             out.write(params["data"].encode("utf-8"))
             out.flush()
 
@@ -186,6 +146,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
     terminal_id = started["terminalId"]
     if not args.json:
         for chunk in buffered.pop(mine, []):
+            streamed.append(True)
             out.write(chunk.encode("utf-8"))
         out.flush()
 
@@ -216,10 +177,20 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         "shellIntegration": terminal["shellIntegration"],
         "note": note,
     }
+    # This run's output, left unretrieved for `env` as the live output was: one path,
+    # one meaning, with --json or without.
+    own = {"terminalId": terminal_id, "runId": mine, "peek": True}
     if args.json:
-        summary["output"] = client.request(methods.OUTPUT, {"terminalId": terminal_id})["output"]
+        summary["output"] = client.request(methods.OUTPUT, own)["output"]
         print(json.dumps(summary, indent=2))
     else:
+        if not streamed:
+            # Nothing came live (a line the shell refused: its message is on the
+            # screen, not in a command's output): print what the run kept.
+            text = client.request(methods.OUTPUT, own)["output"]
+            if text:
+                out.write(text.encode("utf-8") + (b"" if text.endswith("\n") else b"\n"))
+                out.flush()
         lines = [
             f"exit code: {code if code is not None else 'unknown'}"
             + (f" ({summary['signal']})" if summary["signal"] else ""),
@@ -285,6 +256,9 @@ def _env(args: argparse.Namespace, client: BlockingClient) -> int:
         params["taskId"] = args.task
     if args.cooldown is not None:
         params["cooldownTimeoutMs"] = round(args.cooldown * 1000)
+    # Without a task it is a person looking: the agents' output stays theirs to take.
+    if args.peek or args.task is None:
+        params["peek"] = True
     details = client.request(methods.ENVIRONMENT_DETAILS, params)
     if args.json:
         print(json.dumps(details, indent=2))
@@ -357,6 +331,12 @@ def _parser() -> argparse.ArgumentParser:
         default=64,
         help="disconnect a client that lets more than this wait unread (default 64)",
     )
+    serve.add_argument(
+        "--options",
+        metavar="JSON",
+        help="the server's default settings, as initializationOptions (each client's "
+        'own go on top), e.g. \'{"sshConfigFile": "/path/ssh_config"}\'',
+    )
     serve.add_argument("--log-level", default="WARNING")
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
 
@@ -383,6 +363,11 @@ def _parser() -> argparse.ArgumentParser:
     env = commands.add_parser("env", parents=[common], help="print the environment details")
     env.add_argument("--task", help="task id (default: every terminal)")
     env.add_argument("--cooldown", type=float, help="seconds to wait for hot terminals")
+    env.add_argument(
+        "--peek",
+        action="store_true",
+        help="report without marking the output retrieved (the default without --task)",
+    )
 
     lst = commands.add_parser("list", parents=[common], help="list the terminals")
     lst.add_argument("--task", help="only this task's terminals")
@@ -408,7 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.subcommand == "serve":
-        return _serve(args)
+        from .serve import serve  # the server's imports, for this command only
+
+        return serve(args)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:

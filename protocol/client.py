@@ -103,6 +103,13 @@ class _Client(JsonRPCClient):
 _NOTIFICATIONS = (*methods.NOTIFICATIONS, methods.LOG_MESSAGE, methods.PROGRESS)
 
 
+def _cwd(cwd: str | None, host: str | None, container: str | None) -> str | None:
+    """A local cwd made absolute here, not by a server that may stand elsewhere; a
+    remote one is the target's, taken as given."""
+    remote = host is not None or container is not None
+    return cwd if remote or cwd is None else os.path.abspath(cwd)
+
+
 class RegistryClient:
     """An asyncio client of a terminal-registry server."""
 
@@ -217,14 +224,8 @@ class RegistryClient:
         host: str | None = None,
         container: str | None = None,
     ) -> wire.TerminalInfo:
-        """A terminal in ``cwd``; with ``host`` or ``container``, a remote one (the cwd is
-        then the target's, taken as given)."""
-        remote = host is not None or container is not None
-        params: dict[str, Any] = {
-            "cwd": cwd if remote else os.path.abspath(cwd),
-            "taskId": task_id,
-            "provider": provider,
-        }
+        """A terminal in ``cwd``; with ``host`` or ``container``, a remote one."""
+        params = {"cwd": _cwd(cwd, host, container), "taskId": task_id, "provider": provider}
         params.update({k: v for k, v in {"host": host, "container": container}.items() if v})
         return _terminal(await self._request(methods.ACQUIRE, params))
 
@@ -243,15 +244,12 @@ class RegistryClient:
         host: str | None = None,
         container: str | None = None,
     ) -> wire.RunResult:
-        """Run a command; ``timeout`` in seconds. With ``background``, returns once started.
-
-        ``host`` or ``container`` run it remotely; ``cwd`` is then the target's."""
+        """Run a command (on ``host`` or in ``container`` when given); ``timeout`` in
+        seconds. With ``background``, returns once started."""
         params: dict[str, Any] = {"command": command, "background": background}
-        remote = host is not None or container is not None
         optional = {
             "terminalId": terminal_id,
-            # Relative to this process, not to a server that may stand elsewhere.
-            "cwd": cwd if remote or cwd is None else os.path.abspath(cwd),
+            "cwd": _cwd(cwd, host, container),
             "host": host,
             "container": container,
             "taskId": task_id,
@@ -286,8 +284,17 @@ class RegistryClient:
     async def get(self, terminal_id: int) -> wire.TerminalInfo:
         return _terminal(await self._request(methods.GET, {"terminalId": terminal_id}))
 
-    async def output(self, terminal_id: int) -> str:
-        result = await self._request(methods.OUTPUT, {"terminalId": terminal_id})
+    async def output(
+        self, terminal_id: int, *, run_id: int | None = None, peek: bool = False
+    ) -> str:
+        """Output not retrieved yet (of one run, with ``run_id``); marked retrieved unless
+        ``peek``."""
+        params: dict[str, Any] = {"terminalId": terminal_id}
+        if run_id is not None:
+            params["runId"] = run_id
+        if peek:
+            params["peek"] = True
+        result = await self._request(methods.OUTPUT, params)
         return str(result["output"])
 
     async def replay(self, terminal_id: int, max_bytes: int | None = None) -> str:
@@ -300,13 +307,20 @@ class RegistryClient:
         await self._request(methods.RELEASE, {"taskId": task_id})
 
     async def environment_details(
-        self, task_id: str | None = None, cooldown_timeout: float | None = None
+        self,
+        task_id: str | None = None,
+        cooldown_timeout: float | None = None,
+        *,
+        peek: bool = False,
     ) -> EnvironmentDetails:
+        """The report; with ``peek`` its output is not marked retrieved."""
         params: dict[str, Any] = {}
         if task_id is not None:
             params["taskId"] = task_id
         if cooldown_timeout is not None:
             params["cooldownTimeoutMs"] = round(cooldown_timeout * 1000)
+        if peek:
+            params["peek"] = True
         result = await self._request(methods.ENVIRONMENT_DETAILS, params)
         return EnvironmentDetails(result["markdown"], [_terminal(t) for t in result["terminals"]])
 
@@ -393,18 +407,9 @@ class SyncRegistryClient:
     def run(self, command: str, **kwargs: Any) -> wire.RunResult:
         return self._call(self._client.run(command, **kwargs))
 
-    def acquire(
-        self,
-        cwd: str,
-        task_id: str | None = None,
-        provider: str = "shell",
-        *,
-        host: str | None = None,
-        container: str | None = None,
-    ) -> wire.TerminalInfo:
-        return self._call(
-            self._client.acquire(cwd, task_id, provider, host=host, container=container)
-        )
+    def acquire(self, cwd: str, *args: Any, **kwargs: Any) -> wire.TerminalInfo:
+        """As :meth:`RegistryClient.acquire` (``host=``, ``container=`` too)."""
+        return self._call(self._client.acquire(cwd, *args, **kwargs))
 
     def write(self, terminal_id: int, data: str) -> None:
         self._call(self._client.write(terminal_id, data))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from .errors import ErrorCode
 from .framing import FramingError, MessageFramer
 from .messages import Refusal, as_rpc_error, check
 from .notifications import Fanout
-from .options import apply_options
+from .options import settings_for
 from .transport import CONGESTED_BYTES, MAX_QUEUED_BYTES, StreamWriterAdapter
 from .types import converter_factory
 
@@ -203,7 +204,9 @@ class ConnectionProtocol(LanguageServerProtocol):
         self, params: lsp.InitializeParams
     ) -> Generator[Any, Any, lsp.InitializeResult]:
         server = self._server
-        warnings = apply_options(server.shared.settings, params.initialization_options)
+        server.settings, warnings = settings_for(
+            server.shared.settings, params.initialization_options
+        )
         result: lsp.InitializeResult = yield from super().lsp_initialize(params)
         result.capabilities.experimental = {
             "terminalRegistry": {
@@ -235,6 +238,8 @@ class ConnectionServer(LanguageServer):
     def __init__(self, shared: Shared, connection: Connection) -> None:
         self.shared = shared
         self.connection = connection
+        #: This connection's own settings: the server's, with its initializationOptions.
+        self.settings = dataclasses.replace(shared.settings)
         super().__init__(
             SERVER_NAME,
             server_version(),
@@ -246,10 +251,6 @@ class ConnectionServer(LanguageServer):
     @property
     def registry(self) -> TerminalRegistry:
         return self.shared.registry
-
-    @property
-    def settings(self) -> Settings:
-        return self.shared.settings
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Request errors are answered to the requester; the rest go to our log, not

@@ -19,6 +19,7 @@ import stat
 from typing import Any
 
 from registry.config import Settings
+from registry.keeper import Keeper
 from registry.registry import TerminalRegistry
 
 from .connection import Connection, QueueLimits, Shared
@@ -37,11 +38,16 @@ class Hub:
     """The registry, its connections, and the server's lifecycle."""
 
     def __init__(
-        self, settings: Settings | None = None, *, limits: QueueLimits | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        limits: QueueLimits | None = None,
+        keeper: Keeper | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.limits = limits or QueueLimits()
-        self.registry = TerminalRegistry(self.settings)
+        self.keeper = keeper
+        self.registry = TerminalRegistry(self.settings, keeper=keeper)
         self.connections: set[Connection] = set()
         self.fanout = Fanout(self.registry, lambda: self.connections)
         self.registry.subscribe(self.fanout)
@@ -80,6 +86,9 @@ class Hub:
                     os.unlink(self._socket_path)
         self.fanout.flush_all()
         await self.registry.close()
+        if self.keeper is not None:
+            # Every terminal ended its processes: nothing is left for the watchdog.
+            self.keeper.close()
         for connection in list(self.connections):
             connection.close()
         for task in list(self._tasks):
@@ -136,6 +145,8 @@ class Hub:
         self._socket_server = await asyncio.start_unix_server(self._accept, path)
         os.chmod(path, 0o600)
         self._socket_path = path
+        if self.keeper is not None:
+            self.keeper.add_cleanup(path)  # a dead server's socket is removed too
         if export:
             # Terminals started from now on are told where this registry is.
             os.environ[SOCKET_VARIABLE] = path

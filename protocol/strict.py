@@ -49,6 +49,8 @@ class Rule:
     no_nul: bool = False
     #: Dict keys that must be environment variable names.
     env_names: bool = False
+    #: The only values a string may take.
+    choices: tuple[str, ...] = ()
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -57,7 +59,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def _apply_rule(rule: Rule, value: Any, where: str) -> None:
     if value is None:
         return
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         if (rule.min is not None and value < rule.min) or (
             rule.max is not None and value > rule.max
         ):
@@ -69,6 +71,9 @@ def _apply_rule(rule: Rule, value: Any, where: str) -> None:
     if isinstance(value, str):
         if rule.no_nul and "\0" in value:
             raise InvalidParamsError(f"{where} must not contain a NUL character")
+        if rule.choices and value not in rule.choices:
+            expected = ", ".join(repr(choice) for choice in rule.choices)
+            raise InvalidParamsError(f"{where} must be one of {expected}, got {value!r}")
         return
     if isinstance(value, dict):
         for key, item in value.items():
@@ -114,6 +119,12 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
     if annotation is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidParamsError(f"{where} must be an integer, got {_kind(value)}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidParamsError(f"{where} must be a number, got {_kind(value)}")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidParamsError(f"{where} must be a finite number")
         return value
     if annotation is str:
         if not isinstance(value, str):

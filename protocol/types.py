@@ -38,6 +38,7 @@ __all__ = [
     "EnvironmentDetailsParams",
     "EnvironmentDetailsResult",
     "ListParams",
+    "OutputParams",
     "OutputResult",
     "ReleaseParams",
     "ReplayParams",
@@ -112,6 +113,15 @@ class TerminalIdParams:
 
 
 @attrs.define
+class OutputParams:
+    terminal_id: int
+    #: Only this run's output (a run of that terminal).
+    run_id: int | None = None
+    #: Leave it unretrieved.
+    peek: bool = False
+
+
+@attrs.define
 class ListParams:
     task_id: str | None = None
     busy: bool | None = None
@@ -132,6 +142,8 @@ class ReleaseParams:
 class EnvironmentDetailsParams:
     task_id: str | None = None
     cooldown_timeout_ms: int | None = attrs.field(default=None, metadata={RULE: _MS})
+    #: Report without marking anything retrieved (a person looking, not the agent).
+    peek: bool = False
 
 
 # -- results ----------------------------------------------------------------------------
@@ -233,7 +245,7 @@ REQUESTS: dict[str, tuple[type, Any]] = {
     methods.KILL: (TerminalIdParams, None),
     methods.CLOSE: (TerminalIdParams, None),
     methods.LIST: (ListParams, list[TerminalInfo]),
-    methods.OUTPUT: (TerminalIdParams, OutputResult),
+    methods.OUTPUT: (OutputParams, OutputResult),
     methods.GET: (TerminalIdParams, TerminalInfo),
     methods.REPLAY: (ReplayParams, ReplayResult),
     methods.RELEASE: (ReleaseParams, None),

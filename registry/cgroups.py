@@ -168,6 +168,25 @@ class CgroupSupport:
         kinds = ", ".join(sorted(self.hierarchies))
         return f"cgroups ({kinds}; ends groups by {self.killer})"
 
+    def sweep(self, prefix: str, keep: set[str]) -> list[str]:
+        """Remove empty groups named ``prefix...`` below ours, but those in ``keep``.
+
+        A dead server's group can outlast its reaping (the kernel releases a group a
+        moment after its last member's exit completes); the next server clears it.
+        """
+        removed = []
+        for hierarchy in self.hierarchies.values():
+            with contextlib.suppress(OSError):
+                for name in os.listdir(hierarchy.own):
+                    path = os.path.join(hierarchy.own, name)
+                    if name.startswith(prefix) and name not in keep and os.path.isdir(path):
+                        group = Cgroup({hierarchy.kind: path}, self)
+                        if not group.members():
+                            group.remove()
+                            if not os.path.exists(path):
+                                removed.append(path)
+        return removed
+
     def create(self, *parts: str) -> Cgroup:
         """Make (or reuse) the group ``parts`` below the server's own, in every hierarchy."""
         paths: dict[str, str] = {}

@@ -40,8 +40,9 @@ class TerminalEntry:
         )
         self.hot = HotTracker(settings.hot_timeout, settings.hot_compiling_timeout)
         self.cool_timer: asyncio.TimerHandle | None = None
-        #: Said on the next run's note: why this terminal runs a shell's command.
-        self.fallback_note: str | None = None
+        #: Said on the next run's note: why this terminal runs it (a fallback, a
+        #: terminal handed over from another task).
+        self.notes: list[str] = []
 
     def claim(self, task_id: str | None) -> None:
         self.claimed = True
@@ -53,12 +54,12 @@ class TerminalEntry:
 
     def run_started(self, run: TerminalRun) -> None:
         self.unclaim()  # used now: busy protects it, then it is reusable
+        run.task_id = self.task_id
         self.unread.run_started(run)
         self.hot.reset()
-        note = self.fallback_note
-        if note:
-            run.note = f"{note}; {run.note}" if run.note else note
-            self.fallback_note = None
+        if self.notes:
+            run.note = "; ".join([*self.notes, *([run.note] if run.note else [])])
+            self.notes.clear()
 
     def output(self, data: bytes, run: TerminalRun | None, cooled: Callable[[], None]) -> bool:
         """Note output; returns whether it made the terminal hot.  ``cooled()`` is
@@ -93,12 +94,16 @@ class TerminalEntry:
         if self.cool_timer is not None:
             self.cool_timer.cancel()
 
-    def snapshot(self) -> ReportedTerminal | None:
-        """The terminal for a report, taking its unread output (it counts as
-        retrieved); None when it has nothing to report."""
+    def snapshot(
+        self, task_id: str | None = None, *, peek: bool = False
+    ) -> ReportedTerminal | None:
+        """The terminal for ``task_id``'s report, taking its unread output of that task
+        (it counts as retrieved, unless ``peek``); None when it has nothing to report."""
         terminal = self.terminal
         running = terminal.current_run if not terminal.closed else None
-        runs = [_reported(unread) for unread in self.unread.take()]
+        if running is not None and task_id is not None and self.task_id not in (task_id, None):
+            running = None  # another task's command now: not this report's
+        runs = [_reported(unread) for unread in self.unread.take(task_id, peek=peek)]
         if running is None and not runs:
             return None
         command_line = running.command_line if running is not None else None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .terminals.base import Terminal
+
 __all__ = ["LostTerminal", "LostTerminals"]
 
 #: Lost terminals remembered (the oldest are forgotten first).
@@ -41,6 +43,12 @@ class LostTerminals:
 
     def __init__(self) -> None:
         self._by_id: dict[int, LostTerminal] = {}
+
+    def remember(self, terminal: Terminal, task_id: str | None) -> None:
+        """A terminal closed: noted if it was its connection that ended it."""
+        if terminal.lost is not None:
+            where = (terminal.provider, terminal.target, terminal.cwd)
+            self.add(LostTerminal(terminal.id, *where, task_id, terminal.lost))
 
     def add(self, lost: LostTerminal) -> None:
         self._by_id[lost.terminal_id] = lost

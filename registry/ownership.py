@@ -38,6 +38,7 @@ __all__ = [
     "OwnershipRecord",
     "Reaped",
     "default_state_directory",
+    "live_tags",
     "reap",
     "reap_stale",
 ]
@@ -273,6 +274,18 @@ def reap(record: OwnershipRecord, grace: float = 1.0) -> Reaped:
                 result.removed.append(path)
     record.discard()
     return result
+
+
+def live_tags(directory: str) -> set[str]:
+    """The tags of the servers whose records are in ``directory`` and that still run."""
+    tags = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(directory):
+            if name.startswith("server-") and name.endswith(".json"):
+                record = OwnershipRecord.load(os.path.join(directory, name))
+                if record is not None and record.server_alive():
+                    tags.add(record.tag)
+    return tags
 
 
 def reap_stale(directory: str) -> list[Reaped]:

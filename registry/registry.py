@@ -11,9 +11,9 @@ Lookup (``get_or_create``):
 
 Terminals are indexed by (provider, target, normalised live cwd) -- the target is
 empty on this machine, an ssh host or a container for remote providers, whose paths
-are the target's -- and the index follows ``cd``: a lookup looks at the terminals
-standing in that directory only, so 1,000 terminals answer as fast as 10.  Choosing
-is synchronous -- no await between looking and binding -- so two tasks asking at once
+are the target's -- and the index follows ``cd`` (:mod:`registry.lookup`, which also
+holds the tier rule).  Choosing is synchronous -- no await between looking and
+binding -- so two tasks asking at once
 never get the same terminal.
 
 Terminals are created through :data:`PROVIDERS`, one entry per provider.
@@ -43,10 +43,14 @@ from .config import Settings
 from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
+from .fallback import integration_in_time
+from .keeper import Keeper
 from .listeners import Listeners
-from .lost import LostTerminal, LostTerminals
+from .lookup import PlaceIndex, choose
+from .lost import LostTerminals
 from .run import TerminalRun
-from .terminals.base import IntegrationState, Terminal, TerminalListener
+from .terminals.base import Terminal, TerminalListener
+from .terminals.children import NOWHERE
 from .terminals.container import ContainerTerminal
 from .terminals.shell import ShellTerminal
 from .terminals.ssh import SshTerminal
@@ -76,11 +80,12 @@ class RegistryListener(TerminalListener):
 class TerminalRegistry:
     """The registry of terminals. Create, use, then ``await close()``."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, keeper: Keeper | None = None) -> None:
         self.settings = settings or Settings()
+        #: Places terminals' processes and keeps the record that outlives the server.
+        self.keeper = keeper
         self._entries: dict[int, TerminalEntry] = {}
-        #: (provider, target, path) -> terminals standing there (Terminal.location).
-        self._index: dict[tuple[str, str, str], dict[int, None]] = {}
+        self._places = PlaceIndex()
         self._lost = LostTerminals()
         #: Closed terminals whose output has not been reported yet (once).
         self._closed_unread: dict[int, TerminalEntry] = {}
@@ -119,44 +124,35 @@ class TerminalRegistry:
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        settings: Settings | None = None,
         target: str | None = None,
     ) -> Terminal:
         """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none.
 
-        ``target`` is where a remote provider runs it (an ssh host, a container); the
-        cwd is then the target's, checked there."""
+        A new terminal runs with ``settings`` (the asking client's; default: the
+        registry's) for its whole life.  ``target`` is where a remote provider runs
+        it (an ssh host, a container); the cwd is then the target's, checked there.
+        """
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
-        where, key = await PROVIDERS[provider].locate(cwd, target, self.settings)
-        entry = self._find(provider, where, key, task_id) if shell is None and not env else None
+        settings = settings or self.settings
+        where = await PROVIDERS[provider].locate(cwd, target, settings)
+        entry = None
+        if shell is None and not env:
+            entry = choose(self._places.at(provider, where), task_id, settings.reuse_across_tasks)
+        if entry is not None and entry.task_id not in (task_id, None):
+            # Tier 2 took another task's idle terminal: the shell is the same shell.
+            entry.notes.append(
+                f"terminal {entry.terminal.id} came from task {entry.task_id}: its shell "
+                "state (cwd, exported variables, history) carries over"
+            )
         if entry is None:
-            entry = await self._create(provider, cwd, task_id, shell=shell, env=env, target=target)
+            entry = await self._create(
+                provider, cwd, task_id, shell=shell, env=env, settings=settings, target=target
+            )
         self._bind(entry, task_id)
         entry.claim(task_id)
         return entry.terminal
-
-    def _find(
-        self, provider: str, where: str, key: str, task_id: str | None
-    ) -> TerminalEntry | None:
-        bucket = self._index.get((provider, where, key))
-        if not bucket:
-            return None
-        second: TerminalEntry | None = None
-        unbound: TerminalEntry | None = None
-        for terminal_id in bucket:
-            entry = self._entries[terminal_id]
-            terminal = entry.terminal
-            if terminal.busy or terminal.closed:
-                continue
-            if entry.task_id == task_id:
-                return entry  # tier 1
-            if entry.claimed and entry.claimed_by != task_id:
-                continue  # just handed to another task, not used yet
-            if entry.task_id is None and unbound is None:
-                unbound = entry
-            elif second is None:
-                second = entry
-        return unbound or second  # tier 2
 
     async def _create(
         self,
@@ -166,15 +162,31 @@ class TerminalRegistry:
         *,
         shell: str | None,
         env: Mapping[str, str] | None,
-        target: str | None = None,
+        settings: Settings,
+        target: str | None,
     ) -> TerminalEntry:
         terminal_id = next(self._ids)
-        terminal = await PROVIDERS[provider].create(
-            terminal_id, cwd, self.settings, shell=shell, env=env, target=target
-        )
-        entry = TerminalEntry(terminal, task_id, self.settings)
+        keeper = self.keeper
+        placement = keeper.placement(terminal_id) if keeper is not None else NOWHERE
+        try:
+            terminal = await PROVIDERS[provider].create(
+                terminal_id,
+                cwd,
+                settings,
+                shell=shell,
+                env=env,
+                placement=placement,
+                target=target,
+            )
+        except BaseException:
+            if keeper is not None:
+                keeper.forget(terminal_id)
+            raise
+        if keeper is not None:
+            keeper.adopt(terminal)
+        entry = TerminalEntry(terminal, task_id, settings)
         self._entries[terminal_id] = entry
-        self._index.setdefault((provider, *entry.key), {})[terminal_id] = None
+        self._places.add(entry)
         terminal.subscribe(_EntryListener(self, entry))
         self._listeners.call(lambda listener: listener.on_open(terminal))
         return entry
@@ -210,12 +222,18 @@ class TerminalRegistry:
     def is_hot(self, terminal_id: int) -> bool:
         return self.entry(terminal_id).hot.is_hot()
 
-    def unretrieved_output(self, terminal_id: int) -> str:
-        """Output not retrieved yet, cleaned; now marked retrieved."""
-        entry = self._entries.get(terminal_id) or self._closed_unread.pop(terminal_id, None)
+    def unretrieved_output(
+        self, terminal_id: int, *, run_id: int | None = None, peek: bool = False
+    ) -> str:
+        """Output not retrieved yet (of one run, with ``run_id``), cleaned; now marked
+        retrieved, unless ``peek``."""
+        entry = self._entries.get(terminal_id) or self._closed_unread.get(terminal_id)
         if entry is None:
             raise UnknownTerminalError(terminal_id)
-        return "\n".join(u.text for u in entry.unread.take() if u.text)
+        taken = entry.unread.take(run_id=run_id, peek=peek)
+        if entry.terminal.closed and not entry.unread.has_unread_completed():
+            self._closed_unread.pop(terminal_id, None)
+        return "\n".join(u.text for u in taken if u.text)
 
     # -- running ------------------------------------------------------------------
 
@@ -230,9 +248,13 @@ class TerminalRegistry:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         background: bool = False,
+        settings: Settings | None = None,
         target: str | None = None,
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
+
+        ``settings`` are the asking client's (default: the registry's): they give the
+        default timeout, the fallback window, and a new terminal's settings.
 
         A foreground run's output counts as retrieved (the caller has it with the
         result); a background run's is reported later.
@@ -244,30 +266,44 @@ class TerminalRegistry:
         so it never runs twice.  With ``background`` the run is returned as soon as
         the command has started.
         """
+        settings = settings or self.settings
         lost = self._lost.take(terminal_id) if terminal_id is not None else None
         if lost is not None:  # its connection was lost: a new one where it stood
             terminal = await self.get_or_create(
-                lost.cwd, lost.task_id, lost.provider, target=lost.target
+                lost.cwd, lost.task_id, lost.provider, settings=settings, target=lost.target
             )
         elif terminal_id is not None:
             terminal = self.get(terminal_id)
         else:
             # Without a cwd: here, where we stand; on a target, its home.
             where = cwd or ("~" if target else os.getcwd())
-            terminal = await self.get_or_create(where, task_id, provider, target=target)
+            terminal = await self.get_or_create(
+                where, task_id, provider, settings=settings, target=target
+            )
             lost = self._lost.take_for(task_id, provider, terminal.target)
         if lost is not None:
-            self.entry(terminal.id).fallback_note = lost.note(terminal.id)
+            self.entry(terminal.id).notes.append(lost.note(terminal.id))
         # A remote shell without integration runs there with heuristics: the fallback
         # (a subprocess) would run here, on the wrong machine.
         local = terminal.target is None
-        if isinstance(terminal, ShellTerminal) and local and self.settings.fallback_to_subprocess:
-            fallback = await self._fallback_for(terminal, task_id if terminal_id is None else None)
-            if fallback is not None:
-                terminal = fallback
+        if isinstance(terminal, ShellTerminal) and local and settings.fallback_to_subprocess:
+            ready, why = await integration_in_time(
+                terminal,
+                settings.shell_integration_timeout,
+                settings.integration_absolute_timeout,
+            )
+            if not ready:
+                task = task_id if terminal_id is None else None
+                terminal = await self._substitute(terminal, task, settings, why)
+        if timeout is None:
+            timeout = settings.command_timeout
         run = await terminal.start(command, timeout=timeout, env=env)
         if background:
             return run
+        return await self.wait(run)
+
+    async def wait(self, run: TerminalRun) -> TerminalRun:
+        """Wait for ``run`` to end; the caller then has its whole output (retrieved)."""
         await run.wait()
         self.mark_retrieved(run)
         return run
@@ -278,36 +314,25 @@ class TerminalRegistry:
         if entry is not None:
             entry.unread.mark_retrieved(run)
 
-    async def _fallback_for(self, terminal: ShellTerminal, task_id: str | None) -> Terminal | None:
-        """The subprocess terminal to use instead, if the shell's integration is not up."""
-        if terminal.integration is IntegrationState.RICH:
-            return None
-        if terminal.integration is IntegrationState.PENDING:
-            with contextlib.suppress(TimeoutError):
-                state = await asyncio.wait_for(
-                    terminal.ready(), self.settings.shell_integration_timeout
-                )
-                if state is IntegrationState.RICH:
-                    return None
-            terminal.give_up_integration()
-        entry = self.entry(terminal.id)
-        substitute = await self.get_or_create(
-            terminal.cwd, task_id if task_id is not None else entry.task_id, "subprocess"
-        )
-        timeout_ms = int(self.settings.shell_integration_timeout * 1000)
-        substitute_entry = self.entry(substitute.id)
-        substitute_entry.fallback_note = (
-            f"shell integration of terminal {terminal.id} ({terminal.shell}) did not come up "
-            f"within {timeout_ms} ms; ran in subprocess terminal {substitute.id} instead"
-        )
+    async def _substitute(
+        self, terminal: ShellTerminal, task_id: str | None, settings: Settings, why: str
+    ) -> Terminal:
+        """The subprocess terminal that runs the command instead (same task and cwd)."""
+        task = task_id if task_id is not None else self.entry(terminal.id).task_id
+        substitute = await self.get_or_create(terminal.cwd, task, "subprocess", settings=settings)
+        self.entry(substitute.id).notes.append(f"{why}; ran in subprocess terminal {substitute.id}")
         return substitute
 
     # -- releasing and closing ----------------------------------------------------
 
     def release(self, task_id: str) -> None:
-        """Unbind the task's terminals; they become background terminals. Kills nothing."""
-        for entry in self._entries.values():
-            if entry.task_id == task_id:
+        """Unbind the task's terminals; they become background terminals. Kills nothing.
+
+        The task's output not reported yet is reported to the next task that asks.
+        """
+        for entry in [*self._entries.values(), *self._closed_unread.values()]:
+            entry.unread.disown(task_id)
+            if entry.task_id == task_id and not entry.terminal.closed:
                 entry.unclaim()
                 self._bind(entry, None)
 
@@ -329,16 +354,21 @@ class TerminalRegistry:
         self,
         task_id: str | None = None,
         cooldown_timeout: float | None = None,
+        *,
+        settings: Settings | None = None,
+        peek: bool = False,
     ) -> EnvironmentReport:
         """What the task's terminals are doing, once hot ones have cooled down.
 
         Covers the task's own terminals and released (unbound) ones; with no task,
         every terminal.  Waits until no busy covered terminal is hot, for at most
         ``cooldown_timeout``: woken by the terminals' cooling timers and run ends,
-        not by polling.  Reporting marks the output retrieved.
+        not by polling.  Reporting marks the output retrieved (unless ``peek``: a
+        person looking does not take it from the agent).  Output is its task's: a
+        report for one task never shows another's.
         """
         if cooldown_timeout is None:
-            cooldown_timeout = self.settings.cooldown_timeout
+            cooldown_timeout = (settings or self.settings).cooldown_timeout
         covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
         while any(e.terminal.busy and e.hot.is_hot() for e in covered):
@@ -348,9 +378,9 @@ class TerminalRegistry:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._cooled.wait(), remaining)
         covered = self.covered_entries(task_id)
-        snapshots = [s for s in (e.snapshot() for e in covered) if s is not None]
+        snapshots = [s for s in (e.snapshot(task_id, peek=peek) for e in covered) if s]
         for entry in covered:
-            if entry.terminal.closed:
+            if entry.terminal.closed and not entry.unread.has_unread_completed():
                 self._closed_unread.pop(entry.terminal.id, None)
         return render_report(snapshots)
 
@@ -359,7 +389,11 @@ class TerminalRegistry:
         terminal without a task), closed ones with unread output included."""
 
         def covers(entry: TerminalEntry) -> bool:
-            return task_id is None or entry.task_id in (task_id, None)
+            return (
+                task_id is None
+                or entry.task_id in (task_id, None)
+                or entry.unread.has_unread_for(task_id)  # it moved on; its output did not
+            )
 
         live = [e for e in self._entries.values() if covers(e)]
         gone = [e for e in self._closed_unread.values() if covers(e)]
@@ -367,39 +401,19 @@ class TerminalRegistry:
 
     # -- terminal events ----------------------------------------------------------
 
-    def _unindex(self, entry: TerminalEntry) -> None:
-        where = (entry.terminal.provider, *entry.key)
-        bucket = self._index.get(where)
-        if bucket is not None:
-            bucket.pop(entry.terminal.id, None)
-            if not bucket:
-                del self._index[where]
-
     def _terminal_changed(self, entry: TerminalEntry) -> None:
-        key = entry.terminal.location()
-        if key != entry.key:
-            self._unindex(entry)
-            entry.key = key
-            self._index.setdefault((entry.terminal.provider, *key), {})[entry.terminal.id] = None
+        self._places.follow(entry)
 
     def _terminal_closed(self, entry: TerminalEntry) -> None:
         terminal = entry.terminal
-        self._unindex(entry)
+        if self.keeper is not None:
+            self.keeper.forget(terminal.id)
+        self._places.remove(entry)
         self._entries.pop(terminal.id, None)
         entry.closed()
         if entry.unread.has_unread_completed():
             self._closed_unread[terminal.id] = entry
-        if terminal.lost is not None:
-            self._lost.add(
-                LostTerminal(
-                    terminal.id,
-                    terminal.provider,
-                    terminal.target,
-                    terminal.cwd,
-                    entry.task_id,
-                    terminal.lost,
-                )
-            )
+        self._lost.remember(terminal, entry.task_id)
         self._wake_reports()
 
 

@@ -47,26 +47,22 @@ class Watchdog:
             self.process.wait()
 
 
-def start(record_path: str, log_path: str | None = None) -> Watchdog:
-    """Start the watchdog for the record at ``record_path``."""
+def start(record_path: str) -> Watchdog:
+    """Start the watchdog for the record at ``record_path``; it reports on our stderr."""
     read_end, write_end = os.pipe()
     # Only the server holds the write end: a terminal inheriting it would keep the
     # watchdog asleep after the server died.
     os.set_inheritable(write_end, False)
-    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "registry.watchdog", record_path],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
-            stderr=log,
             start_new_session=True,
             close_fds=True,
         )
     finally:
         os.close(read_end)
-        if log is not subprocess.DEVNULL:
-            log.close()  # type: ignore[union-attr]
     return Watchdog(process, write_end)
 
 

@@ -173,3 +173,37 @@ async def test_the_socket_is_not_exported_unless_asked(tmp_path: Path) -> None:
         assert result["output"] == "[unset]\n"
     finally:
         await ide.stop()
+
+
+async def test_settings_are_per_connection(socket_path: Path, tmp_path: Path) -> None:
+    hasty = await connect_socket(str(socket_path))
+    await hasty.initialize({"commandTimeoutMs": 300})
+    patient = await connect_socket(str(socket_path))
+    await patient.initialize({})
+    timed = await hasty.call("terminal/run", {"command": "sleep 5", "cwd": str(tmp_path)})
+    assert timed["state"] == "timedOut"
+    # The other client's default (no timeout) is its own: hasty's did not become it.
+    done = await patient.call("terminal/run", {"command": "sleep 1; echo slept", "cwd": "/"})
+    assert (done["state"], done["output"]) == ("completed", "slept\n")
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"cols": 70000}, "initializationOptions.cols"),
+        ({"rows": 0}, "initializationOptions.rows"),
+        ({"killGraceMs": -1}, "initializationOptions.killGraceMs"),
+        ({"hotTimeoutMs": "x"}, "hotTimeoutMs"),
+        ({"outputLineLimit": 2.5}, "initializationOptions.outputLineLimit"),
+    ],
+)
+async def test_options_out_of_bounds_are_refused(
+    socket_path: Path, options: dict[str, object], words: str
+) -> None:
+    peer = await connect_socket(str(socket_path))
+    error = await peer.error("initialize", {"capabilities": {}, "initializationOptions": options})
+    assert error["code"] == -32602
+    assert words in error["message"]
+    # The connection still initializes with good options, and works.
+    await peer.initialize({"cols": 100})
+    assert isinstance(await peer.call("terminal/list", {}), list)

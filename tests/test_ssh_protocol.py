@@ -3,7 +3,6 @@ client, the private sshd of tests/sshd.py."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -74,21 +73,26 @@ async def test_bad_remote_requests_are_clear_errors(
 
 @pytest.fixture
 def socket_server(sshd: PrivateSshd, tmp_path: Path) -> Iterator[str]:
-    """A socket server whose settings (the ssh config file) a client has set."""
+    """A socket server whose own settings name the private ssh config: the CLI's
+    connections send none (settings are per connection)."""
     path = str(tmp_path / "s.sock")
     read_fd, write_fd = os.pipe()
     server = subprocess.Popen(
-        [*CLI, "serve", "--socket", path, "--ready-fd", str(write_fd)], pass_fds=(write_fd,)
+        [
+            *CLI,
+            "serve",
+            "--socket",
+            path,
+            "--options",
+            json.dumps(options(sshd)),
+            "--ready-fd",
+            str(write_fd),
+        ],
+        pass_fds=(write_fd,),
     )
     os.close(write_fd)
     with os.fdopen(read_fd) as ready:
         assert ready.readline() == "ready\n"
-
-    async def configure() -> None:
-        c = await RegistryClient.connect(path, options(sshd))
-        await c.close()
-
-    asyncio.run(configure())
     yield path
     server.terminate()
     server.wait(30)

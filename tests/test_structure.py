@@ -65,9 +65,11 @@ def _imported(name: str, path: Path) -> set[str]:
                 base = ".".join([*parts, *([node.module] if node.module else [])])
             else:
                 base = node.module or ""
-            found.add(base)
-            # ``from . import x`` imports the module x when there is one.
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+            # ``from . import x`` imports the module x when there is one; the
+            # package itself only for names that are not modules of it.
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if submodule in MODULES else base)
     return {module for module in found if module in MODULES and module != name}
 
 

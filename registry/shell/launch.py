@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["SHELL_KINDS", "ShellLaunch", "prepare_launch", "shell_kind"]
+__all__ = ["SHELL_KINDS", "ShellLaunch", "prepare_launch", "shell_kind", "write_private"]
 
 #: Shells we have integration scripts for.
 SHELL_KINDS = ("bash", "zsh", "fish")
@@ -40,9 +40,10 @@ def _scratch_root() -> str | None:
     return None  # the system's temp dir
 
 
-def _write_private(path: str, text: str) -> None:
+def write_private(path: str, text: str) -> None:
+    """A new file only we can read (never through a symlink, never an existing one)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
         f.write(text + "\n")
 
 
@@ -107,7 +108,7 @@ def prepare_launch(
     # The nonce goes through a file the integration reads and deletes, never through
     # the environment or argv: the kernel keeps a process's initial environment
     # readable in /proc/<pid>/environ for its whole life, `unset` or not.
-    _write_private(os.path.join(temp_dir, "nonce"), nonce)
+    write_private(os.path.join(temp_dir, "nonce"), nonce)
     env["TERMINAL_REGISTRY_DIR"] = temp_dir
     if kind == "bash":
         if login:

@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import os
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Self
 
+import psutil
+
 from ..config import Settings
 from ..errors import InvalidCwdError, TerminalBusyError, TerminalClosedError
 from ..listeners import Listeners
 from ..output import BoundedBuffer
+from ..processes import wait_gone
 from ..run import RunState, TerminalRun
-from .children import TERMINAL_TAG_VARIABLE
+from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement
 
 __all__ = [
     "TERMINAL_TAG_VARIABLE",
@@ -93,6 +97,8 @@ class Terminal(abc.ABC):
         self.id = terminal_id
         self._cwd = cwd
         self._closed = False
+        #: Where its processes go; its cgroup ends whatever escaped everything else.
+        self._placement: Placement = NOWHERE
         self._listeners: Listeners[TerminalListener] = Listeners()
         self._replay = BoundedBuffer(replay_cap, head_share=0.0)
         self.current_run: TerminalRun | None = None
@@ -111,14 +117,17 @@ class Terminal(abc.ABC):
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        placement: Placement = NOWHERE,
         target: str | None = None,
     ) -> Self:
         """Start a terminal in ``cwd``: what the registry's provider table calls.
 
+        ``placement`` says where its processes go (more environment, a cgroup);
         ``target`` is where a remote provider runs it (an ssh destination, a
-        container); local providers take none.  Raises :class:`InvalidCwdError` for
-        a cwd that is not a directory and :class:`SpawnError` when the terminal
-        cannot be started.
+        container), and local providers take none.
+
+        Raises :class:`InvalidCwdError` for a cwd that is not a directory and
+        :class:`SpawnError` when the terminal cannot be started.
         """
 
     # -- where it runs (remote providers override; see terminals/remote.py) -------
@@ -185,6 +194,16 @@ class Terminal(abc.ABC):
 
     @property
     @abc.abstractmethod
+    def tag(self) -> str:
+        """The value of :data:`TERMINAL_TAG_VARIABLE` every process it starts carries."""
+
+    @property
+    def scratch(self) -> str | None:
+        """Its private directory of temporary files, if it has one (removed at close)."""
+        return None
+
+    @property
+    @abc.abstractmethod
     def shell(self) -> str:
         """The shell (or interpreter) commands run in."""
 
@@ -232,6 +251,17 @@ class Terminal(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """End the terminal and every process it started."""
+
+    async def _end_group(self, grace: float) -> None:
+        """End what is left in the terminal's cgroup (a process that cleared its
+        environment and left its session), and wait until it is gone."""
+        group = self._placement.cgroup
+        if group is None:
+            return
+        members = group.members()
+        if members:
+            group.kill()
+            await wait_gone(_processes(members), grace)
 
     def _check_can_start(self) -> None:
         """A new command needs an open terminal with nothing running in it."""
@@ -306,3 +336,11 @@ class Terminal(abc.ABC):
     def _ending_or(self, state: RunState) -> RunState:
         """The state the current run ends in: what it was ended for, else ``state``."""
         return self._ending_state or state
+
+
+def _processes(pids: set[int]) -> list[psutil.Process]:
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            found.append(psutil.Process(pid))
+    return found

@@ -9,7 +9,11 @@ whichever provider runs it:
 * default signal dispositions and an empty signal mask (:func:`reset_signals`);
 * tags: every process a terminal starts carries :data:`TERMINAL_TAG_VARIABLE` (and
   a subprocess command also :data:`RUN_TAG_VARIABLE`), so processes that escaped
-  into their own session can still be found and ended.
+  into their own session can still be found and ended;
+* a :class:`Placement`, given by whoever owns the terminal's processes (the
+  registry's :mod:`registry.ownership`): more environment (the server's tag) and a
+  cgroup every child joins between fork and exec, so that not even a process that
+  clears its environment and leaves its session escapes.
 """
 
 from __future__ import annotations
@@ -18,12 +22,17 @@ import contextlib
 import os
 import secrets
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..cgroups import Cgroup
 
 __all__ = [
     "INTERNAL_VARIABLES",
+    "NOWHERE",
     "RUN_TAG_VARIABLE",
     "TERMINAL_TAG_VARIABLE",
+    "Placement",
     "agent_environment",
     "new_tag",
     "reset_signals",
@@ -104,3 +113,29 @@ def reset_signals() -> None:
             signal.signal(signum, signal.SIG_DFL)
     with contextlib.suppress(OSError, ValueError, AttributeError):
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a terminal's processes go: more environment, and a cgroup to join."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    cgroup: Cgroup | None = None
+
+    def preexec(self) -> Callable[[], None]:
+        """The function to run in each child between fork and exec."""
+        files = self.cgroup.procs_files() if self.cgroup is not None else []
+
+        def in_child() -> None:
+            reset_signals()
+            for path in files:
+                # Joining before exec: the child is in its group before it can fork.
+                # A group that cannot be joined must not stop the command.
+                with contextlib.suppress(OSError), open(path, "w") as f:
+                    f.write("0")
+
+        return in_child
+
+
+#: No placement: the server's environment and cgroup, as they are.
+NOWHERE = Placement()

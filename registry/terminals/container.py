@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from ..config import Settings
 from ..errors import SpawnError
 from ..shell.remote import RemoteReport
-from .remote import RemoteChannel, RemoteShellTerminal, remote_path_key, run_local
+from .channel import RemoteChannel, remote_path_key, run_local
+from .children import NOWHERE, Placement
+from .remote import RemoteShellTerminal
 
 __all__ = ["ContainerTarget", "ContainerTerminal", "resolve_container"]
 
@@ -111,10 +113,11 @@ async def resolve_container(spec: str, settings: Settings) -> ContainerTarget:
 class ContainerChannel(RemoteChannel):
     """A terminal's way into its container: ``exec``, with and without a tty."""
 
-    def __init__(self, target: ContainerTarget) -> None:
+    def __init__(self, target: ContainerTarget, placement: Placement) -> None:
         self.spec = target.spec
         self.key = target.key
         self.name = target.name
+        self.placement = placement
         self._target = target
 
     def client_argv(self, remote_command: str) -> list[str]:
@@ -122,7 +125,7 @@ class ContainerChannel(RemoteChannel):
 
     async def control(self, command: str, timeout: float) -> tuple[int | None, str]:
         argv = [*self._target.engine, "exec", self.spec, "/bin/sh", "-c", command]
-        status, out, _err = await run_local(argv, timeout)
+        status, out, _err = await run_local(argv, timeout, self.placement)
         return (status, out)
 
     def control_available(self) -> bool:
@@ -162,6 +165,7 @@ class ContainerTerminal(RemoteShellTerminal):
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        placement: Placement = NOWHERE,
         target: str | None = None,
         integration: bool = True,
     ) -> ContainerTerminal:
@@ -169,9 +173,16 @@ class ContainerTerminal(RemoteShellTerminal):
         if not target:
             raise ValueError("the container provider needs a container")
         resolved = await resolve_container(target, settings)
-        channel = ContainerChannel(resolved)
+        channel = ContainerChannel(resolved, placement)
         return await cls.open(
-            terminal_id, cwd, settings, channel, shell=shell, env=env, integration=integration
+            terminal_id,
+            cwd,
+            settings,
+            channel,
+            shell=shell,
+            env=env,
+            placement=placement,
+            integration=integration,
         )
 
     @property

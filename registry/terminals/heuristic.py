@@ -3,9 +3,11 @@
 Without markers nothing says where a command's output starts or where it ends, so
 the end is guessed, and the run's note says so:
 
-* the end: no output for ``none_quiet_timeout`` and a last line that looks like a
-  prompt (it ends in ``$ # % > ❯ »``) -- a command that goes quiet on such a line is
-  taken for finished;
+* the end: no output for ``none_quiet_timeout`` and a last line that is the
+  shell's prompt -- the one it showed just before the command was typed, whatever its
+  shape (a virtualenv's ``(venv) ``), or any line that looks like a prompt (it ends
+  in ``$ # % > ❯ »``: the prompt may show the new cwd) -- a command that goes quiet
+  on such a line is taken for finished;
 * the output: what the screen showed since the command was typed, less the first
   line (the echo of what we typed) and the last (the prompt);
 * the cwd: an unverified one (OSC 7 or 1337) counts only if it came with the prompt
@@ -27,7 +29,15 @@ from typing import Protocol
 from ..output import strip_escape_sequences
 from ..run import TerminalRun
 
-__all__ = ["GuessedRun", "GuessingShell", "OutputActivity", "drive", "screen_output"]
+__all__ = [
+    "GuessedRun",
+    "GuessingShell",
+    "OutputActivity",
+    "drive",
+    "ends_at_prompt",
+    "last_line",
+    "screen_output",
+]
 
 _PROMPT_LIKE = re.compile(r"[$#%>❯»]\s*$")
 
@@ -46,12 +56,26 @@ def screen_output(screen: bytes, drop_last_line: bool) -> bytes:
     return screen[start:end]
 
 
-def ends_at_prompt(screen: bytes) -> bool:
-    """The screen has moved past the echoed command line and now shows a prompt."""
+def _lines(screen: bytes) -> list[str]:
     text = strip_escape_sequences(screen.decode("utf-8", "replace"))
-    lines = text.replace("\r\n", "\n").split("\n")
-    last = lines[-1].split("\r")[-1] if lines else ""
-    return len(lines) > 1 and _PROMPT_LIKE.search(last) is not None
+    return [line.split("\r")[-1] for line in text.replace("\r\n", "\n").split("\n")]
+
+
+def last_line(screen: bytes) -> str:
+    """The line the cursor is on, as shown (escapes and overwritten text gone)."""
+    return _lines(screen)[-1]
+
+
+def ends_at_prompt(screen: bytes, prompt: str = "") -> bool:
+    """The screen has moved past the echoed command line and now shows a prompt:
+    ``prompt`` (the one learned before the command), or one that looks like one."""
+    lines = _lines(screen)
+    if len(lines) < 2:
+        return False
+    last = lines[-1]
+    return (bool(prompt.strip()) and last.rstrip() == prompt.rstrip()) or (
+        _PROMPT_LIKE.search(last) is not None
+    )
 
 
 class OutputActivity:
@@ -138,6 +162,9 @@ class GuessingShell(Protocol):
     def _screen_since_submission(self) -> bytes:
         """What the screen showed since the command was typed."""
 
+    def _recent_screen(self) -> bytes:
+        """The most recent output (what the screen shows now, at its end)."""
+
     def _end_guessed(self, guess: GuessedRun, output: bytes, cwd: str | None) -> None:
         """The end is guessed: finish the run with this output (and cwd, if any)."""
 
@@ -153,11 +180,13 @@ async def drive(shell: GuessingShell, guess: GuessedRun, window: float) -> None:
     # shell's SIGINT handling against the command we type next.
     shell._write(b"\x15")
     await activity.quiet(window)
+    # The shell's prompt, as it stands now: the line a finished command returns to.
+    prompt = last_line(shell._recent_screen()[-4096:])
     shell._submit_guessed(guess)
     run = guess.run
     while not run.done and not activity.closed:
         await activity.quiet(window)
-        if ends_at_prompt(shell._screen_since_submission()):
+        if ends_at_prompt(shell._screen_since_submission(), prompt):
             break
         await activity.next_output()
     if run.done:

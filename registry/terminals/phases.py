@@ -87,6 +87,8 @@ class PhaseMachine(Terminal):
         self._guess: GuessedRun | None = None
         self._integration = IntegrationState.PENDING
         self._integration_seen = False
+        #: The line editor may still hold the last line (see _complete_rich_run).
+        self._line_may_hold_text = False
         self._bracketed_paste = False
         self._verified_cwd = False
         self._last_command_line: str | None = None
@@ -308,10 +310,15 @@ class PhaseMachine(Terminal):
         if run.started:
             self._finish_current(self._ending_or(RunState.COMPLETED))
         else:
+            # Nothing ran: a syntax error, an empty or comment line.  Some line editors
+            # (fish's) keep such a line for the user to fix: the next command must not
+            # be typed after it.
+            self._line_may_hold_text = True
             self._finish_current(
                 self._ending_or(RunState.COMPLETED),
                 output=screen_output(bytes(self._since_submission), drop_last_line=False),
-                note="no command-start marker came; output is what the screen showed",
+                note="the shell ran nothing (no command-start marker: a syntax error, "
+                "or an empty or comment line); output is what the screen showed",
             )
 
     def _finish_current(

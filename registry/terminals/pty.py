@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import struct
+import termios
 from collections.abc import Callable, Mapping, Sequence
 
 import pexpect
@@ -38,6 +41,7 @@ def spawn_child(
 
     Raises :class:`OSError` when it cannot start.
     """
+    parent = os.getpid()
     try:
         child = pexpect.spawn(
             argv[0],
@@ -48,8 +52,16 @@ def spawn_child(
             preexec_fn=preexec_fn,
             echo=True,
         )
-    except pexpect.ExceptionPexpect as error:  # "command not found", mostly
-        raise OSError(str(error)) from error
+    except BaseException as error:
+        if os.getpid() != parent:
+            # We are the forked child: ptyprocess lets an error between fork and
+            # exec (a cwd that vanished, a window size the tty refuses) escape its
+            # child branch, and returning from here would run on as a second copy
+            # of the server.  Exit as exec failing would.
+            os._exit(127)
+        if isinstance(error, pexpect.ExceptionPexpect):  # "command not found", mostly
+            raise OSError(str(error)) from error
+        raise
     # close() sleeps ``delayafterclose`` (0.1 s) after closing the fd and terminate()
     # sleeps ``delayafterterminate`` (0.1 s) between its signals: time.sleep on the
     # loop's thread.  Our callers await the process's exit themselves before closing
@@ -156,6 +168,14 @@ class AsyncPty:
         """Resize the PTY; the kernel sends SIGWINCH to its foreground process group."""
         if not self._closed:
             self._child.setwinsize(rows, cols)
+
+    def unread(self) -> int:
+        """Bytes the child wrote that we have not read yet (0 when unknown)."""
+        try:
+            data = fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return 0
+        return int(struct.unpack("i", data)[0])
 
     def foreground_process_group(self) -> int:
         """The PTY's foreground process group; -1 when it cannot be read."""

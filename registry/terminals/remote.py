@@ -20,18 +20,17 @@ multi-line, forged markers ignored) with what differs when the shell is elsewher
 * the connection can drop: the run in flight fails with "connection to HOST lost",
   and :attr:`lost` says so, for the registry to open a new terminal next time.
 
-A provider gives each terminal a :class:`RemoteChannel`: how to start the client,
-how to run a control command on the target, what to call the target.
+A provider gives each terminal a :class:`~registry.terminals.channel.RemoteChannel`:
+how to start the client, how to run a control command on the target, what to call
+the target.
 """
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import contextlib
 import logging
 import os
-import posixpath
 import secrets
 from collections.abc import Mapping
 from typing import Self
@@ -53,12 +52,13 @@ from ..shell.remote import (
     parse_report,
     posix_command,
 )
-from .children import TERMINAL_TAG_VARIABLE, agent_environment, new_tag, reset_signals
+from .channel import RemoteChannel, remote_path_key
+from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement, agent_environment, new_tag
 from .phases import Phase
 from .pty import AsyncPty, spawn_child
 from .shell import ShellTerminal
 
-__all__ = ["RemoteChannel", "RemoteShellTerminal", "remote_path_key", "run_local"]
+__all__ = ["RemoteShellTerminal"]
 
 log = logging.getLogger(__name__)
 
@@ -68,85 +68,6 @@ _CWD_FAILURES = {
     "cwd-not-directory": "is not a directory",
     "cwd-denied": "cannot be entered",
 }
-
-
-def remote_path_key(cwd: str, home: str | None) -> str:
-    """A target's path as the registry compares it: ``~`` and relative paths against
-    the target's ``home``, ``..`` and repeated slashes resolved.  Symlinks are not
-    followed (that would take a round trip): paths compare as the shell reports
-    them (``$PWD``)."""
-    if home:
-        if cwd == "~":
-            cwd = home
-        elif cwd.startswith("~/"):
-            cwd = posixpath.join(home, cwd[2:])
-        elif not cwd.startswith(("/", "~")):
-            cwd = posixpath.join(home, cwd)
-    return posixpath.normpath(cwd) if cwd.startswith("/") else cwd
-
-
-async def run_local(argv: list[str], timeout: float) -> tuple[int | None, str, str]:
-    """Run a short-lived local command: (status, stdout, stderr); None on timeout."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        preexec_fn=reset_signals,
-        start_new_session=True,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        return (None, "", "timed out")
-    finally:
-        if proc.returncode is None:  # timed out, or our caller was cancelled
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await asyncio.shield(proc.wait())
-    return (proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
-
-
-class RemoteChannel(abc.ABC):
-    """One terminal's way to its target: the provider's part of a remote terminal."""
-
-    #: The target as it was asked for (an ssh destination, a container name).
-    spec: str
-    #: The target as the registry indexes it (``user@host:port``, ``engine/name``).
-    key: str
-    #: The target for people: ``user@host``, ``container web (podman)``.
-    name: str
-
-    @abc.abstractmethod
-    def client_argv(self, remote_command: str) -> list[str]:
-        """The local client that runs ``remote_command`` on the target in a terminal."""
-
-    @abc.abstractmethod
-    async def control(self, command: str, timeout: float) -> tuple[int | None, str]:
-        """Run ``command`` on the target beside the terminal: (exit status, stdout).
-        Status None: it could not be run (or did not finish in ``timeout``)."""
-
-    @abc.abstractmethod
-    def control_available(self) -> bool:
-        """Whether a control command can reach the target cheaply now."""
-
-    @abc.abstractmethod
-    def lost(self, status: int | None, signum: int | None) -> bool:
-        """Whether the client ending so means the connection, not the shell, ended."""
-
-    def learned(self, report: RemoteReport) -> None:  # noqa: B027 - optional hook
-        """The bootstrap reported (its home directory, its shell)."""
-
-    def refused(self) -> None:  # noqa: B027 - optional hook
-        """The client said its session was refused (and made its own connection)."""
-
-    async def release(self) -> None:  # noqa: B027 - optional hook
-        """The terminal's client has ended: its session is free (and a connection
-        that carried nothing else any more ends before this returns)."""
-
-    def location(self, cwd: str) -> str:
-        """A cwd on the target for people and models."""
-        return f"{self.name}:{cwd}"
 
 
 class RemoteShellTerminal(ShellTerminal):
@@ -184,6 +105,7 @@ class RemoteShellTerminal(ShellTerminal):
         *,
         shell: str | None,
         env: Mapping[str, str] | None,
+        placement: Placement = NOWHERE,
         integration: bool = True,
     ) -> Self:
         """Start the client, hand the bootstrap its nonce, and return once the shell
@@ -204,7 +126,11 @@ class RemoteShellTerminal(ShellTerminal):
             integration=integration,
         )
         argv = channel.client_argv(posix_command(script))
+        # The client is placed as a local shell would be (the server's tag, the
+        # terminal's cgroup): it ends with the terminal, and with the server however
+        # the server ends -- and with it the session on the target.
         local_env = agent_environment(os.environ, term="xterm-256color")
+        local_env.update(placement.env)
         local_env[TERMINAL_TAG_VARIABLE] = tag
         launch = ShellLaunch(shell or "", argv, local_env, None, integrated=True)
         try:
@@ -214,13 +140,14 @@ class RemoteShellTerminal(ShellTerminal):
                 cwd=os.path.expanduser("~") if os.path.isdir(os.path.expanduser("~")) else "/",
                 rows=settings.rows,
                 cols=settings.cols,
-                preexec_fn=reset_signals,
+                preexec_fn=placement.preexec(),
             )
         except OSError as error:
             await channel.release()
             raise SpawnError(f"cannot start {argv[0]!r} for {channel.name}: {error}") from error
         pty = AsyncPty(child)
         terminal = cls(terminal_id, cwd, settings, launch, nonce, tag, pty, channel)
+        terminal._placement = placement
         pty.start_reading(terminal._on_data, terminal._on_eof)
         try:
             report = await asyncio.wait_for(

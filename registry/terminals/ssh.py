@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from ..config import Settings
 from ..errors import SpawnError
 from ..shell.remote import RemoteReport
-from .remote import RemoteChannel, RemoteShellTerminal, remote_path_key, run_local
+from .channel import RemoteChannel, remote_path_key, run_local
+from .children import NOWHERE, Placement
+from .remote import RemoteShellTerminal
 from .sshmaster import SshMaster, SshPool, ssh_argv
 
 __all__ = ["SshTarget", "SshTerminal", "parse_destination", "resolve_target"]
@@ -143,10 +145,11 @@ async def resolve_target(spec: str, settings: Settings) -> SshTarget:
 class SshChannel(RemoteChannel):
     """One terminal's session on a master of its target."""
 
-    def __init__(self, target: SshTarget, master: SshMaster) -> None:
+    def __init__(self, target: SshTarget, master: SshMaster, placement: Placement) -> None:
         self.spec = target.spec
         self.key = target.key
         self.name = target.name
+        self.placement = placement
         self._target = target
         self._master = master
         self._released = False
@@ -155,7 +158,7 @@ class SshChannel(RemoteChannel):
         return self._master.client_argv(remote_command)
 
     async def control(self, command: str, timeout: float) -> tuple[int | None, str]:
-        return await self._master.control(command, timeout)
+        return await self._master.control(command, timeout, self.placement)
 
     def control_available(self) -> bool:
         return self._master.alive
@@ -205,6 +208,7 @@ class SshTerminal(RemoteShellTerminal):
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        placement: Placement = NOWHERE,
         target: str | None = None,
         integration: bool = True,
     ) -> SshTerminal:
@@ -212,10 +216,17 @@ class SshTerminal(RemoteShellTerminal):
         if not target:
             raise ValueError("the ssh provider needs a host")
         resolved = await resolve_target(target, settings)
-        master = await resolved.pool.session(settings)
-        channel = SshChannel(resolved, master)
+        master = await resolved.pool.session(settings, placement)
+        channel = SshChannel(resolved, master, placement)
         return await cls.open(
-            terminal_id, cwd, settings, channel, shell=shell, env=env, integration=integration
+            terminal_id,
+            cwd,
+            settings,
+            channel,
+            shell=shell,
+            env=env,
+            placement=placement,
+            integration=integration,
         )
 
     @property

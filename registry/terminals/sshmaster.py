@@ -3,7 +3,10 @@
 A master is our own child, ``ssh -M -N`` in the foreground with ``ControlPersist=no``
 and its socket in a private runtime directory of ours, so it has an owner: it ends
 with its last terminal (:meth:`SshPool.release`), and with the server however the
-server ends (``PR_SET_PDEATHSIG``).  It is ready once its socket listens, which ssh
+server ends -- it carries the server's tag (the placement's environment, not the
+first terminal's cgroup: it outlives that terminal), so the server's watchdog reaps
+it (:mod:`registry.watchdog`), and ``PR_SET_PDEATHSIG`` ends it at once even where
+no watchdog runs.  It is ready once its socket listens, which ssh
 tells by running our ``LocalCommand`` (ssh.c runs it right after ``muxserver_listen``):
 an event, not a probe.
 
@@ -28,8 +31,8 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import SpawnError
-from .children import agent_environment, reset_signals
-from .remote import run_local
+from .channel import run_local
+from .children import NOWHERE, Placement, agent_environment, reset_signals
 
 __all__ = ["SshMaster", "SshPool", "ssh_argv", "ssh_options"]
 
@@ -80,10 +83,14 @@ def ssh_options(**options: object) -> list[str]:
 class SshMaster:
     """One ControlMaster: our child ``ssh -M -N``, its socket, its sessions."""
 
-    def __init__(self, destination: str, name: str, settings: Settings) -> None:
+    def __init__(
+        self, destination: str, name: str, settings: Settings, placement: Placement = NOWHERE
+    ) -> None:
         self.destination = destination
         self.name = name
         self._settings = settings
+        #: The server's tag only: the master is no one terminal's.
+        self._placement = Placement(placement.env)
         self.path = os.path.join(_runtime_directory(), f"{os.getpid()}-{next(_names)}")
         self.sessions = 0
         self.capacity = max(1, settings.ssh_max_sessions - 1)
@@ -130,7 +137,7 @@ class SshMaster:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env=agent_environment(os.environ, term="dumb"),
+                env={**agent_environment(os.environ, term="dumb"), **self._placement.env},
                 preexec_fn=_die_with_parent,
                 start_new_session=True,
             )
@@ -216,7 +223,9 @@ class SshMaster:
             remote_command,
         ]
 
-    async def control(self, command: str, timeout: float) -> tuple[int | None, str]:
+    async def control(
+        self, command: str, timeout: float, placement: Placement = NOWHERE
+    ) -> tuple[int | None, str]:
         """Run ``command`` over this master (one at a time: its reserved session)."""
         argv = [
             *ssh_argv(self._settings),
@@ -235,7 +244,7 @@ class SshMaster:
             command,
         ]
         async with self._control_slot:
-            status, out, err = await run_local(argv, timeout)
+            status, out, err = await run_local(argv, timeout, placement)
         if status != 0:
             log.debug("control on %s: status %s: %s", self.name, status, err.strip())
         return (status, out)
@@ -250,15 +259,16 @@ class SshPool:
         self.masters: list[SshMaster] = []
         self._lock = asyncio.Lock()
 
-    async def session(self, settings: Settings) -> SshMaster:
-        """A master with a free session, now counted as taken."""
+    async def session(self, settings: Settings, placement: Placement = NOWHERE) -> SshMaster:
+        """A master with a free session, now counted as taken (a new master carries
+        ``placement``'s environment: the server's tag)."""
         async with self._lock:
             self.masters = [m for m in self.masters if m.alive]
             for master in self.masters:
                 if master.sessions < master.capacity:
                     master.sessions += 1
                     return master
-            master = SshMaster(self.destination, self.name, settings)
+            master = SshMaster(self.destination, self.name, settings, placement)
             await master.start()
             self.masters.append(master)
             master.sessions += 1

@@ -30,13 +30,16 @@ from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
 from ..processes import end_processes, process_tree, tagged_processes
 from ..run import RunState, TerminalRun
+from ..shell import write_private
+from ..shell.syntax import LONG_COMMAND_BYTES, source_line
 from .base import IntegrationState, Terminal, existing_directory
 from .children import (
+    NOWHERE,
     RUN_TAG_VARIABLE,
     TERMINAL_TAG_VARIABLE,
+    Placement,
     agent_environment,
     new_tag,
-    reset_signals,
 )
 
 __all__ = ["RUN_TAG_VARIABLE", "SubprocessTerminal"]
@@ -53,6 +56,11 @@ _WRAPPER = (
 #: Variables a shell sets for itself; their changes never carry over.
 _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "__tr_state", "__tr_status"})
 _STDIN_NOTE = "stdin is at end-of-file here: programs that wait for input get none"
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _posix_shell(preferred: str) -> str:
@@ -75,11 +83,14 @@ class SubprocessTerminal(Terminal):
         settings: Settings,
         shell: str,
         env: dict[str, str],
+        placement: Placement = NOWHERE,
     ) -> None:
         super().__init__(terminal_id, cwd, settings.replay_cap)
         self._settings = settings
         self._shell = shell
         self._env = env
+        self._placement = placement
+        self._env.update(placement.env)
         self._tag = new_tag(terminal_id)
         self._env[TERMINAL_TAG_VARIABLE] = self._tag
         self._state_dir = tempfile.mkdtemp(prefix="terminal-registry-sub-")
@@ -95,6 +106,7 @@ class SubprocessTerminal(Terminal):
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        placement: Placement = NOWHERE,
         target: str | None = None,
     ) -> SubprocessTerminal:
         if target:  # commands run on this machine only
@@ -103,7 +115,8 @@ class SubprocessTerminal(Terminal):
         cwd = existing_directory(cwd)
         # No PTY: programs must not draw for a terminal that is not there.
         base = agent_environment({**os.environ, **(env or {})}, term="dumb")
-        return cls(terminal_id, cwd, settings, _posix_shell(shell or settings.default_shell), base)
+        shell = _posix_shell(shell or settings.default_shell)
+        return cls(terminal_id, cwd, settings, shell, base, placement)
 
     # -- reported state -----------------------------------------------------------
 
@@ -115,6 +128,14 @@ class SubprocessTerminal(Terminal):
     def pid(self) -> int | None:
         """The running command's process, if one runs."""
         return self._transport.get_pid() if self._transport is not None else None
+
+    @property
+    def tag(self) -> str:
+        return self._tag
+
+    @property
+    def scratch(self) -> str | None:
+        return self._state_dir
 
     @property
     def integration(self) -> IntegrationState:
@@ -139,6 +160,12 @@ class SubprocessTerminal(Terminal):
         run.note = _STDIN_NOTE
         state_file = os.path.join(self._state_dir, f"run-{run.id}")
         run_env = {**self._env, **(env or {}), RUN_TAG_VARIABLE: f"{self._tag}.{run.id}"}
+        argument = command
+        if len(command.encode("utf-8", "surrogateescape")) > LONG_COMMAND_BYTES:
+            # Too long for one argument: the wrapper sources it from a private file.
+            argument = source_line(None, f"{state_file}.command")
+            write_private(f"{state_file}.command", command)
+            run.add_done_callback(lambda: _remove(f"{state_file}.command"))
         self._begin_run(run)
         loop = asyncio.get_running_loop()
         try:
@@ -148,7 +175,7 @@ class SubprocessTerminal(Terminal):
                 "-c",
                 _WRAPPER,
                 "terminal-registry",
-                command,
+                argument,
                 state_file,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -156,12 +183,18 @@ class SubprocessTerminal(Terminal):
                 cwd=self._cwd,
                 env=run_env,
                 start_new_session=True,
-                preexec_fn=reset_signals,
+                preexec_fn=self._placement.preexec(),
             )
         except OSError as error:
             run.finish(RunState.FAILED, note=f"cannot start {self._shell!r}: {error}")
             self._end_run(run)
             raise SpawnError(f"cannot start {self._shell!r}: {error}") from error
+        except asyncio.CancelledError:
+            # The caller gave up while the command was starting (asyncio has ended
+            # the process if it was forked): the terminal must not stay busy.
+            run.finish(RunState.CANCELLED, note="cancelled while the command was starting")
+            self._end_run(run)
+            raise
         self._transport = transport
         run.mark_started()
         timeout = timeout if timeout is not None else self._settings.command_timeout
@@ -269,6 +302,7 @@ class SubprocessTerminal(Terminal):
         leftovers = tagged_processes(TERMINAL_TAG_VARIABLE, self._tag)
         if leftovers:
             await end_processes(leftovers, self._settings.kill_grace)
+        await self._end_group(self._settings.kill_grace)
         for task in list(self._tasks):
             task.cancel()
         shutil.rmtree(self._state_dir, ignore_errors=True)

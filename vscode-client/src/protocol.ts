@@ -108,6 +108,14 @@ export interface TerminalIdParams {
   terminalId: number;
 }
 
+export interface OutputParams {
+  terminalId: number;
+  /** Only this run's output. */
+  runId?: number;
+  /** Leave the output unretrieved. */
+  peek?: boolean;
+}
+
 export interface ListParams {
   taskId?: string;
   busy?: boolean;
@@ -125,6 +133,8 @@ export interface ReleaseParams {
 export interface EnvironmentDetailsParams {
   taskId?: string;
   cooldownTimeoutMs?: number;
+  /** Report without marking the output retrieved (a person looking, not the agent). */
+  peek?: boolean;
 }
 
 export interface OutputResult {
@@ -168,6 +178,8 @@ export interface Settings {
   runOutputCapBytes?: number;
   replayCapBytes?: number;
   fallbackToSubprocess?: boolean;
+  /** Which terminals of other tasks a task may be handed: idle ones, released ones, or none. */
+  reuseAcrossTasks?: 'idle' | 'released' | 'never';
   loginShell?: boolean;
   cols?: number;
   rows?: number;
@@ -232,7 +244,7 @@ export interface RequestMap {
   'terminal/kill': [TerminalIdParams, null];
   'terminal/close': [TerminalIdParams, null];
   'terminal/list': [ListParams, Terminal[]];
-  'terminal/output': [TerminalIdParams, OutputResult];
+  'terminal/output': [OutputParams, OutputResult];
   'terminal/get': [TerminalIdParams, Terminal];
   'terminal/replay': [ReplayParams, ReplayResult];
   'terminal/release': [ReleaseParams, null];

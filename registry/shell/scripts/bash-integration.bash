@@ -90,18 +90,29 @@ __tr_running=""  # a command line started since the last prompt, so a D is due
 # go through readline, which is what strips them.)
 __tr_ps0_c="\${__tr_nil[__tr_running=1]-}\e]633;C;$__tr_nonce\a"
 
+# E carries at most 8 KB of the command line: escaped, it stays far inside the
+# server's 64 KB bound on one marker (a longer one would be given up on as output).
 __tr_preexec() {
   __tr_armed=""
   __tr_running=1
   __tr_command_line
+  (( ${#__tr_line} <= 8192 )) || __tr_line="${__tr_line:0:8192}"
   __tr_escape "$__tr_line"
   __tr_osc "E;$__tr_escaped"
 }
 
+__tr_histcmd="${HISTCMD-}"
 __tr_precmd() {
   local status="$?"
   __tr_armed=""
   __tr_escape "$PWD"
+  if [[ -z "$__tr_running" && "${HISTCMD-}" != "$__tr_histcmd" ]]; then
+    # A line went into history and nothing ran: bash refused it (a syntax error,
+    # status 2) or it was only a comment. Its status is bash's own, as `echo $?`
+    # would show it.
+    __tr_running=1
+  fi
+  __tr_histcmd="${HISTCMD-}"
   if [[ -n "$__tr_running" ]]; then
     __tr_running=""
     # D and P in one write: one wake-up of the terminal instead of two.
