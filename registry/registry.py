@@ -1,22 +1,11 @@
 """TerminalRegistry: few terminals, reused by task and by where they actually stand.
 
-Lookup (``get_or_create``):
-
-1. closed terminals are dropped (they leave the index when they close);
-2. tier 1: an idle terminal bound to the task, same provider, same *live* cwd;
-3. tier 2: any idle terminal of that provider with that live cwd -- released
-   (unbound) ones first, then idle ones of other tasks, never one that another task
-   was just handed and has not used yet;
-4. else a new terminal.  The chosen terminal is bound to the task.
-
-Terminals are indexed by (provider, target, normalised live cwd) -- the target is
-empty on this machine, an ssh host or a container for remote providers, whose paths
-are the target's -- and the index follows ``cd`` (:mod:`registry.lookup`, which also
-holds the tier rule).  Choosing is synchronous -- no await between looking and
-binding -- so two tasks asking at once
-never get the same terminal.
-
-Terminals are created through :data:`PROVIDERS`, one entry per provider.
+Lookup (``get_or_create``) hands a task its own idle terminal (tier 1), else a
+released one or another task's idle one (tier 2), standing in the asked live cwd --
+on this machine, or on the asked target: an ssh host, a container -- else starts a
+new one through :data:`PROVIDERS`.  The index, which follows ``cd``, and the tier
+rule are :mod:`registry.lookup`'s; choosing is synchronous (no await between looking
+and binding), so two tasks asking at once never get the same terminal.
 
 A remote terminal whose connection was lost is remembered (:mod:`registry.lost`): the
 next run on it, or the next run of its task on that target, opens a new terminal in
@@ -48,26 +37,16 @@ from .keeper import Keeper
 from .listeners import Listeners
 from .lookup import PlaceIndex, choose
 from .lost import LostTerminals
+from .origin import Origin, Suspect, origin_of
+from .providers import PROVIDERS
 from .run import TerminalRun
 from .terminals.base import Terminal, TerminalListener
 from .terminals.children import NOWHERE
-from .terminals.container import ContainerTerminal
 from .terminals.shell import ShellTerminal
-from .terminals.ssh import SshTerminal
-from .terminals.subprocess import SubprocessTerminal
 
 __all__ = ["PROVIDERS", "RegistryListener", "TerminalEntry", "TerminalRegistry", "normalise_path"]
 
 log = logging.getLogger(__name__)
-
-#: Every provider by name, and the terminal class whose ``create`` starts one.
-#: A new provider (ssh, a container) is a Terminal subclass and one entry here.
-PROVIDERS: Mapping[str, type[Terminal]] = {
-    ShellTerminal.provider: ShellTerminal,
-    SubprocessTerminal.provider: SubprocessTerminal,
-    SshTerminal.provider: SshTerminal,
-    ContainerTerminal.provider: ContainerTerminal,
-}
 
 
 class RegistryListener(TerminalListener):
@@ -209,6 +188,20 @@ class TerminalRegistry:
 
     def task_of(self, terminal_id: int) -> str | None:
         return self.entry(terminal_id).task_id
+
+    def origin_of(self, pid: int) -> Origin | None:
+        """Which of our terminals process ``pid`` was started in (see :mod:`.origin`)."""
+        keeper = self.keeper
+        suspects = [
+            Suspect(
+                e.terminal.id,
+                e.terminal.pid,
+                e.terminal.tag,
+                keeper.cgroup_members(e.terminal.id) if keeper is not None else None,
+            )
+            for e in self._entries.values()
+        ]
+        return origin_of(pid, keeper.tag if keeper is not None else None, suspects)
 
     def list(self, task_id: str | None = None, busy: bool | None = None) -> builtins.list[Terminal]:
         """Open terminals, oldest first; filtered by task and by busy when given."""
