@@ -167,6 +167,13 @@ class Terminal(abc.ABC):
         return self._cwd
 
     @property
+    def reap_command(self) -> list[str] | None:
+        """A command that ends, from this machine, what the terminal left where no
+        signal of ours reaches (a remote host, a container): the watchdog runs it
+        should the server die (:mod:`registry.ownership`).  None: nothing is there."""
+        return None
+
+    @property
     def lost(self) -> str | None:
         """Why it closed when that was its connection (``connection to HOST lost``)."""
         return None

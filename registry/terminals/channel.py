@@ -92,6 +92,11 @@ class RemoteChannel(abc.ABC):
         Status None: it could not be run (or did not finish in ``timeout``)."""
 
     @abc.abstractmethod
+    def standalone_argv(self, command: str) -> list[str]:
+        """A local command that runs ``command`` on the target needing nothing of
+        ours (no master, no server): what the watchdog runs to sweep the target."""
+
+    @abc.abstractmethod
     def control_available(self) -> bool:
         """Whether a control command can reach the target cheaply now."""
 

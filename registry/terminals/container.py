@@ -124,9 +124,11 @@ class ContainerChannel(RemoteChannel):
         return [*self._target.engine, "exec", "-it", self.spec, "/bin/sh", "-c", remote_command]
 
     async def control(self, command: str, timeout: float) -> tuple[int | None, str]:
-        argv = [*self._target.engine, "exec", self.spec, "/bin/sh", "-c", command]
-        status, out, _err = await run_local(argv, timeout, self.placement)
+        status, out, _err = await run_local(self.standalone_argv(command), timeout, self.placement)
         return (status, out)
+
+    def standalone_argv(self, command: str) -> list[str]:
+        return [*self._target.engine, "exec", self.spec, "/bin/sh", "-c", command]
 
     def control_available(self) -> bool:
         return True

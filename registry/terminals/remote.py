@@ -321,15 +321,23 @@ class RemoteShellTerminal(ShellTerminal):
             self._sweeping = asyncio.ensure_future(self._sweep_once(self._report))
         await asyncio.shield(self._sweeping)
 
-    async def _sweep_once(self, report: RemoteReport) -> None:
+    def _sweep_args(self, report: RemoteReport) -> tuple[str, ...]:
         steps = max(1, round(self._settings.kill_grace / 0.02))
-        status, out = await self._control(
-            SWEEP,
-            f"{TERMINAL_TAG_VARIABLE}={self._tag}",
-            str(report.pid),
-            str(steps),
-            report.directory,
-        )
+        tag = f"{TERMINAL_TAG_VARIABLE}={self._tag}"
+        return (tag, str(report.pid), str(steps), report.directory)
+
+    @property
+    def reap_command(self) -> list[str] | None:
+        """The sweep over a connection of its own: should the server die, the watchdog
+        ends the client here (and with it the session, so the shell gets SIGHUP), then
+        runs this for what escaped on the target, and the scratch directory."""
+        if self._report is None:
+            return None
+        command = control_command(SWEEP, *self._sweep_args(self._report))
+        return self._channel.standalone_argv(command)
+
+    async def _sweep_once(self, report: RemoteReport) -> None:
+        status, out = await self._control(SWEEP, *self._sweep_args(report))
         if status != 0:
             log.warning("terminal %s: sweeping %s failed (%s)", self.id, self._channel.name, out)
 

@@ -160,6 +160,9 @@ class SshChannel(RemoteChannel):
     async def control(self, command: str, timeout: float) -> tuple[int | None, str]:
         return await self._master.control(command, timeout, self.placement)
 
+    def standalone_argv(self, command: str) -> list[str]:
+        return self._master.standalone_argv(command)
+
     def control_available(self) -> bool:
         return self._master.alive
 

@@ -43,18 +43,48 @@ _READY = b"terminal-registry-master-ready"
 _names = itertools.count(1)
 
 
-def _runtime_directory() -> str:
-    """A private directory of ours for control sockets (short paths: 108 bytes max)."""
+#: A Unix socket's path holds at most 107 bytes; ssh binds a temporary name first,
+#: the control path plus ``.`` and 16 random characters.
+_SOCKET_PATH_MAX = 107 - 17
+
+
+def _control_path() -> str:
+    """A new control socket path in a private directory of ours: under
+    ``$XDG_RUNTIME_DIR`` when it is short enough for a socket, else in ``/tmp``.
+
+    Sockets a dead server's masters left there (killed, they cannot unlink them) are
+    removed first: they are named after the server's pid.
+    """
+    name = f"{os.getpid()}-{next(_names)}"
+    candidates = [os.path.join("/tmp", f"terminal-registry-{os.getuid()}", "ssh")]
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
-        path = os.path.join(runtime, "terminal-registry", "ssh")
-    else:
-        path = os.path.join("/tmp", f"terminal-registry-{os.getuid()}", "ssh")
+        candidates.insert(0, os.path.join(runtime, "terminal-registry", "ssh"))
+    fitting = [c for c in candidates if len(os.path.join(c, name).encode()) <= _SOCKET_PATH_MAX]
+    if not fitting:
+        raise SpawnError(f"no directory short enough for an ssh control socket: {candidates}")
+    path = fitting[0]
     os.makedirs(path, mode=0o700, exist_ok=True)
     info = os.lstat(path)
     if info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise SpawnError(f"{path} is not a private directory of ours: refusing to use it")
-    return path
+    with contextlib.suppress(OSError):
+        for stale in os.listdir(path):
+            owner = stale.partition("-")[0]
+            if owner.isdigit() and not _running(int(owner)):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(path, stale))
+    return os.path.join(path, name)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _die_with_parent() -> None:
@@ -91,7 +121,7 @@ class SshMaster:
         self._settings = settings
         #: The server's tag only: the master is no one terminal's.
         self._placement = Placement(placement.env)
-        self.path = os.path.join(_runtime_directory(), f"{os.getpid()}-{next(_names)}")
+        self.path = _control_path()
         self.sessions = 0
         self.capacity = max(1, settings.ssh_max_sessions - 1)
         self._proc: asyncio.subprocess.Process | None = None
@@ -221,6 +251,25 @@ class SshMaster:
             "--",
             self.destination,
             remote_command,
+        ]
+
+    def standalone_argv(self, command: str) -> list[str]:
+        """``command`` on the target over a connection of its own (no master needed:
+        what the watchdog runs once the server and its masters are gone)."""
+        return [
+            *ssh_argv(self._settings),
+            "-T",
+            *ssh_options(
+                ControlMaster="no",
+                ControlPath="none",
+                BatchMode="yes",
+                LogLevel="ERROR",
+                ClearAllForwardings="yes",
+                ConnectTimeout=max(1, round(min(self._settings.ssh_connect_timeout, 10))),
+            ),
+            "--",
+            self.destination,
+            command,
         ]
 
     async def control(
