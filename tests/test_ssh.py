@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,11 +19,13 @@ import pytest
 import pytest_asyncio
 
 from registry.errors import InvalidCwdError, SpawnError, UnknownTerminalError
+from registry.output import strip_escape_sequences
 from registry.registry import TerminalRegistry
 from registry.run import RunState, TerminalRun
 from registry.terminals.base import IntegrationState, Terminal, TerminalListener
 from registry.terminals.ssh import SshTerminal, parse_destination
 
+from .conftest import SHELLS
 from .sshd import PrivateSshd, sshd
 
 __all__ = ["sshd"]
@@ -106,6 +109,30 @@ async def test_multi_line_commands(reg: TerminalRegistry, sshd: PrivateSshd) -> 
     terminal = await remote(reg, sshd)
     command = 'for i in 1 2 3; do\n  echo "line $i"\ndone\ncat <<\'EOF\'\na "b" $c\nEOF'
     assert await text(terminal, command) == 'line 1\nline 2\nline 3\na "b" $c'
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+async def test_each_shell_on_the_host_as_locally(
+    reg: TerminalRegistry, sshd: PrivateSshd, shell: str
+) -> None:
+    """The shell asked for gets only its own integration; boundaries, exit codes,
+    the live cwd and multi-line input are the local provider's."""
+    path = shutil.which(shell)
+    assert path is not None
+    terminal = await reg.get_or_create("~", "t", "ssh", shell=path, target=sshd.alias)
+    assert isinstance(terminal, SshTerminal)
+    assert (terminal.shell, await terminal.ready()) == (path, IntegrationState.RICH)
+    run = await asyncio.wait_for(terminal.run("echo out; sh -c 'exit 5'"), 20)
+    assert (run.state, run.exit_code, plain(run)) == (RunState.COMPLETED, 5, "out")
+    run = await asyncio.wait_for(terminal.run("mkdir -p 'a b' && cd 'a b'"), 20)
+    assert (run.exit_code, terminal.cwd) == (0, f"{sshd.home}/a b")
+    run = await asyncio.wait_for(terminal.run("echo one\necho two"), 20)
+    assert plain(run) == "one\ntwo"
+
+
+def plain(run: TerminalRun) -> str:
+    """What a person sees of a run's output (fish sets the title, as locally)."""
+    return strip_escape_sequences(run.text()).replace("\r", "").strip()
 
 
 async def test_live_cwd_with_odd_names_and_reuse_by_host_and_cwd(
