@@ -7,12 +7,15 @@
         print(result.exit_code, result.cwd, result.output)
         print((await client.environment_details("t1")).markdown)
 
+A command that asks is answered, not waited out: ``run(..., yield_on_input=True)``,
+``write`` or ``send_keys``, then ``wait`` (docs/waiting.md).
 Every method mirrors a request of docs/protocol.md; errors raise the exception of their
 code (:class:`UnknownTerminalError`, :class:`TerminalBusyError` ...).
 Notifications arrive through :meth:`RegistryClient.notifications` (an async
 iterator) or callbacks registered with :meth:`RegistryClient.on`.  Cancelling the
 task awaiting :meth:`RegistryClient.run` sends ``$/cancelRequest``, which interrupts
-the command.  :class:`SyncRegistryClient` wraps it all for scripts.
+the command.  :class:`protocol.sync_client.SyncRegistryClient` wraps it all for
+scripts.
 """
 
 from __future__ import annotations
@@ -22,11 +25,10 @@ import contextlib
 import itertools
 import os
 import sys
-import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from pygls.client import JsonRPCClient
 from pygls.exceptions import JsonRpcException
@@ -45,6 +47,7 @@ from .errors import (
     UnknownTerminalError,
     error_for,
 )
+from .stream import Notification, NotificationStream
 from .types import converter_factory
 
 __all__ = [
@@ -57,24 +60,15 @@ __all__ = [
     "RegistryError",
     "RequestCancelledError",
     "SpawnFailedError",
-    "SyncRegistryClient",
     "TerminalBusyError",
     "UnknownTerminalError",
 ]
-
-T = TypeVar("T")
 
 #: After $/cancelRequest, how long to wait for the server's -32800.
 CANCEL_CONFIRM_TIMEOUT = 30.0
 
 
 # -- results ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Notification:
-    method: str
-    params: Any
 
 
 @dataclass(frozen=True)
@@ -221,12 +215,20 @@ class RegistryClient:
         task_id: str | None = None,
         provider: str = "shell",
         *,
+        limits: wire.Limits | None = None,
         host: str | None = None,
         container: str | None = None,
     ) -> wire.TerminalInfo:
-        """A terminal in ``cwd``; with ``host`` or ``container``, a remote one."""
-        params = {"cwd": _cwd(cwd, host, container), "taskId": task_id, "provider": provider}
+        """A terminal for the task in ``cwd`` (on ``host`` or in ``container`` when
+        given); ``limits`` become the terminal's own."""
+        params: dict[str, Any] = {
+            "cwd": _cwd(cwd, host, container),
+            "taskId": task_id,
+            "provider": provider,
+        }
         params.update({k: v for k, v in {"host": host, "container": container}.items() if v})
+        if limits is not None:
+            params["limits"] = wire.unstructure(limits)
         return _terminal(await self._request(methods.ACQUIRE, params))
 
     async def run(
@@ -241,13 +243,18 @@ class RegistryClient:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         work_done_token: str | int | None = None,
+        limits: wire.Limits | None = None,
+        yield_on_input: bool = False,
         host: str | None = None,
         container: str | None = None,
     ) -> wire.RunResult:
         """Run a command (on ``host`` or in ``container`` when given); ``timeout`` in
-        seconds. With ``background``, returns once started."""
+        seconds. With ``background``, returns once started; with ``yield_on_input``,
+        once it waits for input (``waiting_for``) or ends.  ``limits``: this run's
+        resource limits (``wire.Limits(memory_mb=256)``)."""
         params: dict[str, Any] = {"command": command, "background": background}
         optional = {
+            "yieldOnInput": True if yield_on_input else None,
             "terminalId": terminal_id,
             "cwd": _cwd(cwd, host, container),
             "host": host,
@@ -257,10 +264,33 @@ class RegistryClient:
             "timeoutMs": round(timeout * 1000) if timeout is not None else None,
             "env": dict(env) if env is not None else None,
             "workDoneToken": work_done_token,
+            "limits": wire.unstructure(limits) if limits is not None else None,
         }
         params.update({k: v for k, v in optional.items() if v is not None})
         result = await self._request(methods.RUN, params)
         return wire.converter.structure(result, wire.RunResult)
+
+    async def wait(
+        self,
+        *,
+        run_id: int | None = None,
+        terminal_id: int | None = None,
+        timeout: float | None = None,
+        yield_on_input: bool = True,
+    ) -> wire.RunResult:
+        """Until the run ends (by id, or a terminal's current run), or it waits for input
+        (unless ``yield_on_input`` is False), or ``timeout`` seconds have passed: then
+        ``state`` is ``running``.  Cancelling stops the waiting, not the command."""
+        timeout_ms = round(timeout * 1000) if timeout is not None else None
+        optional = {"runId": run_id, "terminalId": terminal_id, "timeoutMs": timeout_ms}
+        params: dict[str, Any] = {"yieldOnInput": yield_on_input}
+        params.update({k: v for k, v in optional.items() if v is not None})
+        result = await self._request(methods.WAIT, params)
+        return wire.converter.structure(result, wire.RunResult)
+
+    async def send_keys(self, terminal_id: int, keys: list[str]) -> None:
+        """Named keys: ``["q"]``, ``["C-c"]``, ``["Escape", ":q!", "Enter"]``."""
+        await self._request(methods.SEND_KEYS, {"terminalId": terminal_id, "keys": list(keys)})
 
     async def write(self, terminal_id: int, data: str) -> None:
         await self._request(methods.WRITE, {"terminalId": terminal_id, "data": data})
@@ -354,93 +384,5 @@ class RegistryClient:
             queue.put_nowait(None)
 
 
-class NotificationStream:
-    """An async iterator of notifications, subscribed from its creation."""
-
-    def __init__(
-        self,
-        queues: list[asyncio.Queue[Notification | None]],
-        queue: asyncio.Queue[Notification | None],
-    ) -> None:
-        self._queues = queues
-        self._queue = queue
-
-    def __aiter__(self) -> NotificationStream:
-        return self
-
-    async def __anext__(self) -> Notification:
-        item = await self._queue.get()
-        if item is None:
-            await self.aclose()
-            raise StopAsyncIteration
-        return item
-
-    async def aclose(self) -> None:
-        if self._queue in self._queues:
-            self._queues.remove(self._queue)
-
-
 def _terminal(data: Any) -> wire.TerminalInfo:
     return wire.converter.structure(data, wire.TerminalInfo)
-
-
-class SyncRegistryClient:
-    """Blocking wrapper for scripts: the asyncio client on a private loop thread."""
-
-    def __init__(self, client_factory: Callable[[], Coroutine[Any, Any, RegistryClient]]) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._client = self._call(client_factory())
-
-    @classmethod
-    def spawn(cls, settings: Mapping[str, Any] | None = None) -> SyncRegistryClient:
-        return cls(lambda: RegistryClient.spawn(settings))
-
-    @classmethod
-    def connect(cls, socket_path: str) -> SyncRegistryClient:
-        return cls(lambda: RegistryClient.connect(socket_path))
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def run(self, command: str, **kwargs: Any) -> wire.RunResult:
-        return self._call(self._client.run(command, **kwargs))
-
-    def acquire(self, cwd: str, *args: Any, **kwargs: Any) -> wire.TerminalInfo:
-        """As :meth:`RegistryClient.acquire` (``host=``, ``container=`` too)."""
-        return self._call(self._client.acquire(cwd, *args, **kwargs))
-
-    def write(self, terminal_id: int, data: str) -> None:
-        self._call(self._client.write(terminal_id, data))
-
-    def kill(self, terminal_id: int) -> None:
-        self._call(self._client.kill(terminal_id))
-
-    def list(self, task_id: str | None = None, busy: bool | None = None) -> list[wire.TerminalInfo]:
-        return self._call(self._client.list(task_id, busy))
-
-    def output(self, terminal_id: int) -> str:
-        return self._call(self._client.output(terminal_id))
-
-    def release(self, task_id: str) -> None:
-        self._call(self._client.release(task_id))
-
-    def environment_details(
-        self, task_id: str | None = None, cooldown_timeout: float | None = None
-    ) -> EnvironmentDetails:
-        return self._call(self._client.environment_details(task_id, cooldown_timeout))
-
-    def close(self) -> None:
-        try:
-            self._call(self._client.close())
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._loop.close()
-
-    def __enter__(self) -> SyncRegistryClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -28,7 +28,9 @@ def table(terminals: Iterable[dict[str, Any]]) -> str:
     """The ``list`` table: one row per terminal, columns padded to their widest cell."""
     rows = [COLUMNS]
     for t in terminals:
-        state = ("busy" if t["busy"] else "idle") + (",hot" if t["hot"] else "")
+        waits = t.get("state") in ("waitingForInput", "waitingForPassword", "fullScreen")
+        activity = t["state"] if waits or t.get("state") == "stoppedJob" else None
+        state = (activity or ("busy" if t["busy"] else "idle")) + (",hot" if t["hot"] else "")
         rows.append(
             (
                 str(t["id"]),

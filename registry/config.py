@@ -10,6 +10,8 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
+from .limits import DEFAULT_LIMITS, Limits
+
 
 def default_shell() -> str:
     """The user's shell: ``$SHELL`` when it exists, else bash, else ``/bin/sh``."""
@@ -89,3 +91,6 @@ class Settings:
     remote_start_timeout: float = 30.0
     #: A control command on the target (signal, sweep): at most this long.
     remote_control_timeout: float = 10.0
+    #: Every command's limits unless its terminal or run sets its own: only output
+    #: is limited by default (a runaway ``yes`` ends after 1 GiB).
+    limits: Limits = DEFAULT_LIMITS

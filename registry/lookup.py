@@ -1,10 +1,11 @@
-"""Where terminals stand, and which one a task gets: the two-tier choice.
+"""Where terminals stand, which one a task gets (the two-tier choice), which it sees.
 
 :class:`PlaceIndex` indexes entries by provider and where they stand -- (target,
 normalised live cwd), :meth:`Terminal.location` -- and follows them when they
 ``cd``, so a lookup only looks at the terminals standing in that one directory on
 that one target (1,000 terminals answer as fast as 10).  :func:`choose` is the tier rule
 over those, pure: no await, so choosing and binding happen in one step of the loop.
+:func:`covered` is which terminals a task's report covers.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 
 from .entry import TerminalEntry
 
-__all__ = ["PlaceIndex", "choose"]
+__all__ = ["PlaceIndex", "choose", "covered"]
 
 
 def choose(
@@ -44,6 +45,23 @@ def choose(
     if reuse == "released":
         return unbound
     return unbound or second  # tier 2
+
+
+def covered(
+    live: Iterable[TerminalEntry], closed: Iterable[TerminalEntry], task_id: str | None
+) -> list[TerminalEntry]:
+    """The terminals a task's report covers, by id: its own and released ones (every
+    terminal without a task), closed ones with unread output included."""
+
+    def covers(entry: TerminalEntry) -> bool:
+        return (
+            task_id is None
+            or entry.task_id in (task_id, None)
+            or entry.unread.has_unread_for(task_id)  # it moved on; its output did not
+        )
+
+    found = [e for e in live if covers(e)] + [e for e in closed if covers(e)]
+    return sorted(found, key=lambda e: e.terminal.id)
 
 
 class PlaceIndex:

@@ -7,9 +7,8 @@ new one through :data:`PROVIDERS`.  The index, which follows ``cd``, and the tie
 rule are :mod:`registry.lookup`'s; choosing is synchronous (no await between looking
 and binding), so two tasks asking at once never get the same terminal.
 
-A remote terminal whose connection was lost is remembered (:mod:`registry.lost`): the
-next run on it, or the next run of its task on that target, opens a new terminal in
-its last verified cwd and says that the shell's state was lost.
+A remote terminal whose connection was lost is remembered (:mod:`registry.lost`) for
+its successor: the next run on it, or of its task on that target.
 
 The registry also keeps an entry per terminal (:mod:`registry.entry`: its task,
 unread output and hot state), waits for hot terminals to cool down before a report
@@ -28,14 +27,16 @@ import os
 import time
 from collections.abc import Mapping
 
+from .awaiting import RunBook, follow
 from .config import Settings
 from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .fallback import integration_in_time
 from .keeper import Keeper
+from .limits import NO_LIMITS, Limits
 from .listeners import Listeners
-from .lookup import PlaceIndex, choose
+from .lookup import PlaceIndex, choose, covered
 from .lost import LostTerminals
 from .origin import Origin, Suspect, origin_of
 from .providers import PROVIDERS
@@ -74,6 +75,7 @@ class TerminalRegistry:
         #: Set (and replaced) when a terminal may have stopped being busy and hot:
         #: what a report waiting for hot terminals to cool down waits on.
         self._cooled = asyncio.Event()
+        self._runs = RunBook()  # recent runs by id, for ``wait`` by run id
 
     # -- observers ----------------------------------------------------------------
 
@@ -105,12 +107,13 @@ class TerminalRegistry:
         env: Mapping[str, str] | None = None,
         settings: Settings | None = None,
         target: str | None = None,
+        limits: Limits | None = None,
     ) -> Terminal:
         """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none.
 
         A new terminal runs with ``settings`` (the asking client's; default: the
-        registry's) for its whole life.  ``target`` is where a remote provider runs
-        it (an ssh host, a container); the cwd is then the target's, checked there.
+        registry's) for its whole life; ``limits`` become the terminal's own.  On a
+        ``target`` (an ssh host, a container) the cwd is the target's, checked there.
         """
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
@@ -131,6 +134,8 @@ class TerminalRegistry:
             )
         self._bind(entry, task_id)
         entry.claim(task_id)
+        if limits is not None:
+            entry.terminal.set_limits(limits)
         return entry.terminal
 
     async def _create(
@@ -243,6 +248,7 @@ class TerminalRegistry:
         background: bool = False,
         settings: Settings | None = None,
         target: str | None = None,
+        limits: Limits | None = None,
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
 
@@ -257,27 +263,25 @@ class TerminalRegistry:
         and the command runs on a subprocess terminal for the same task and cwd (the
         run's note says so). The command is never written to the shell in that case,
         so it never runs twice.  With ``background`` the run is returned as soon as
-        the command has started.
+        the command has started.  ``limits`` are the run's own, over the terminal's,
+        over the settings'.
         """
         settings = settings or self.settings
         lost = self._lost.take(terminal_id) if terminal_id is not None else None
-        if lost is not None:  # its connection was lost: a new one where it stood
-            terminal = await self.get_or_create(
-                lost.cwd, lost.task_id, lost.provider, settings=settings, target=lost.target
-            )
-        elif terminal_id is not None:
+        if terminal_id is not None and lost is None:
             terminal = self.get(terminal_id)
         else:
+            if lost is not None:  # its connection was lost: a new one where it stood
+                cwd, task_id, provider, target = lost.cwd, lost.task_id, lost.provider, lost.target
             # Without a cwd: here, where we stand; on a target, its home.
             where = cwd or ("~" if target else os.getcwd())
             terminal = await self.get_or_create(
                 where, task_id, provider, settings=settings, target=target
             )
-            lost = self._lost.take_for(task_id, provider, terminal.target)
+            lost = lost or self._lost.take_for(task_id, provider, terminal.target)
         if lost is not None:
             self.entry(terminal.id).notes.append(lost.note(terminal.id))
-        # A remote shell without integration runs there with heuristics: the fallback
-        # (a subprocess) would run here, on the wrong machine.
+        # A remote shell without integration runs there, by heuristics: not here.
         local = terminal.target is None
         if isinstance(terminal, ShellTerminal) and local and settings.fallback_to_subprocess:
             ready, why = await integration_in_time(
@@ -290,22 +294,28 @@ class TerminalRegistry:
                 terminal = await self._substitute(terminal, task, settings, why)
         if timeout is None:
             timeout = settings.command_timeout
-        run = await terminal.start(command, timeout=timeout, env=env)
+        limits = (limits or NO_LIMITS).over(terminal.limits).over(settings.limits)
+        run = await terminal.start(command, timeout=timeout, env=env, limits=limits)
         if background:
             return run
         return await self.wait(run)
 
-    async def wait(self, run: TerminalRun) -> TerminalRun:
-        """Wait for ``run`` to end; the caller then has its whole output (retrieved)."""
-        await run.wait()
-        self.mark_retrieved(run)
+    async def wait(
+        self, run: TerminalRun, *, timeout: float | None = None, yield_on_input: bool = False
+    ) -> TerminalRun:
+        """Until ``run`` ends (its output is then retrieved), its terminal waits for input
+        (``yield_on_input``) or ``timeout`` passes (:func:`~registry.awaiting.follow`)."""
+        entry = self._entries.get(run.terminal_id)
+        terminal = entry.terminal if entry is not None else None
+        await follow(run, terminal, timeout=timeout, yield_on_input=yield_on_input)
+        if run.done:
+            self.mark_retrieved(run)
         return run
 
-    def mark_retrieved(self, run: TerminalRun) -> None:
-        """The caller got this run's whole output with its result: it is not news."""
-        entry = self._entries.get(run.terminal_id) or self._closed_unread.get(run.terminal_id)
-        if entry is not None:
-            entry.unread.mark_retrieved(run)
+    def find_run(self, run_id: int | None = None, terminal_id: int | None = None) -> TerminalRun:
+        """A run by its id (a recent one), or a terminal's current run (else its last)."""
+        terminal = self.get(terminal_id) if terminal_id is not None else None
+        return self._runs.find(run_id, terminal)
 
     async def _substitute(
         self, terminal: ShellTerminal, task_id: str | None, settings: Settings, why: str
@@ -315,6 +325,12 @@ class TerminalRegistry:
         substitute = await self.get_or_create(terminal.cwd, task, "subprocess", settings=settings)
         self.entry(substitute.id).notes.append(f"{why}; ran in subprocess terminal {substitute.id}")
         return substitute
+
+    def mark_retrieved(self, run: TerminalRun) -> None:
+        """The caller got this run's whole output with its result: it is not news."""
+        entry = self._entries.get(run.terminal_id) or self._closed_unread.get(run.terminal_id)
+        if entry is not None:
+            entry.unread.mark_retrieved(run)
 
     # -- releasing and closing ----------------------------------------------------
 
@@ -364,7 +380,7 @@ class TerminalRegistry:
             cooldown_timeout = (settings or self.settings).cooldown_timeout
         covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
-        while any(e.terminal.busy and e.hot.is_hot() for e in covered):
+        while any(e.cooling for e in covered):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -378,19 +394,8 @@ class TerminalRegistry:
         return render_report(snapshots)
 
     def covered_entries(self, task_id: str | None) -> builtins.list[TerminalEntry]:
-        """The terminals a task's report covers: its own and released ones (every
-        terminal without a task), closed ones with unread output included."""
-
-        def covers(entry: TerminalEntry) -> bool:
-            return (
-                task_id is None
-                or entry.task_id in (task_id, None)
-                or entry.unread.has_unread_for(task_id)  # it moved on; its output did not
-            )
-
-        live = [e for e in self._entries.values() if covers(e)]
-        gone = [e for e in self._closed_unread.values() if covers(e)]
-        return sorted([*live, *gone], key=lambda e: e.terminal.id)
+        """The terminals a task's report covers (:func:`registry.lookup.covered`)."""
+        return covered(self._entries.values(), self._closed_unread.values(), task_id)
 
     # -- terminal events ----------------------------------------------------------
 
@@ -428,6 +433,7 @@ class _EntryListener(TerminalListener):
 
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
         self._entry.run_started(run)
+        self._registry._runs.add(run)
         self._registry._listeners.call(lambda listener: listener.on_run_start(terminal, run))
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:

@@ -6,8 +6,7 @@
 a command on the target in a terminal, control commands beside it, whether the
 client's end means the connection was lost, and the target's names.  Also here:
 :func:`run_local`, how every short-lived local helper (``ssh -G``, a control
-command) runs, and :func:`remote_path_key`, how the registry compares a target's
-paths.
+command) runs.
 """
 
 from __future__ import annotations
@@ -16,27 +15,11 @@ import abc
 import asyncio
 import contextlib
 import os
-import posixpath
 
 from ..shell.remote import RemoteReport
 from .children import NOWHERE, Placement, agent_environment, reset_signals
 
-__all__ = ["RemoteChannel", "remote_path_key", "run_local"]
-
-
-def remote_path_key(cwd: str, home: str | None) -> str:
-    """A target's path as the registry compares it: ``~`` and relative paths against
-    the target's ``home``, ``..`` and repeated slashes resolved.  Symlinks are not
-    followed (that would take a round trip): paths compare as the shell reports
-    them (``$PWD``)."""
-    if home:
-        if cwd == "~":
-            cwd = home
-        elif cwd.startswith("~/"):
-            cwd = posixpath.join(home, cwd[2:])
-        elif not cwd.startswith(("/", "~")):
-            cwd = posixpath.join(home, cwd)
-    return posixpath.normpath(cwd) if cwd.startswith("/") else cwd
+__all__ = ["RemoteChannel", "run_local"]
 
 
 async def run_local(

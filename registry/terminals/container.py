@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from ..config import Settings
 from ..errors import SpawnError
 from ..shell.remote import RemoteReport
-from .channel import RemoteChannel, remote_path_key, run_local
+from .channel import RemoteChannel, run_local
 from .children import NOWHERE, Placement
+from .paths import remote_path_key
 from .remote import RemoteShellTerminal
 
 __all__ = ["ContainerTarget", "ContainerTerminal", "resolve_container"]

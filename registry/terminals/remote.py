@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -37,6 +38,7 @@ from typing import Self
 
 from ..config import Settings
 from ..errors import InvalidCwdError, SpawnError
+from ..limits import NO_LIMITS, Limits, RunLimits
 from ..markers import Marker
 from ..output import strip_escape_sequences
 from ..run import RunState, TerminalRun
@@ -52,8 +54,10 @@ from ..shell.remote import (
     parse_report,
     posix_command,
 )
-from .channel import RemoteChannel, remote_path_key
+from ..waiting import Rules, WaitState, WatchSettings
+from .channel import RemoteChannel
 from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement, agent_environment, new_tag
+from .paths import remote_path_key
 from .phases import Phase
 from .pty import AsyncPty, spawn_child
 from .shell import ShellTerminal
@@ -70,8 +74,21 @@ _CWD_FAILURES = {
 }
 
 
+#: Limits the server cannot enforce on a target (wire name by field).
+_TARGET_LIMITS = {"memory_mb": "memoryMb", "pids": "pids", "cpu_seconds": "cpuSeconds"}
+_SERVER_LIMITS = {"outputMb": "server", "wallSeconds": "server"}
+
+
+def _server_only(limits: Limits) -> Limits:
+    """``limits`` without those that would bound the local client, not the command."""
+    return dataclasses.replace(limits, **dict.fromkeys(_TARGET_LIMITS))
+
+
 class RemoteShellTerminal(ShellTerminal):
     """A shell on a target, in a local PTY running the provider's client."""
+
+    #: The kernel here sees only the client relaying the target (registry/waiting).
+    _watch_settings = WatchSettings(rules=Rules(relayed=True))
 
     def __init__(
         self,
@@ -303,6 +320,37 @@ class RemoteShellTerminal(ShellTerminal):
             RunState.COMPLETED,
             "the shell did not start the command; output is what the screen showed",
         )
+
+    async def _end_for_limit(self, run: TerminalRun) -> None:
+        """It broke a limit (its output, its time): SIGKILL to the target's foreground
+        job at once, as locally -- never to the client here, which is the terminal's
+        connection; the interrupt when the shell runs it itself."""
+        sent = await self._signal_foreground("KILL") == "sent"
+        if sent and await self._ended_within(run, self._settings.kill_grace):
+            return
+        await self._interrupt(run, RunState.FAILED)
+
+    # -- limits: only the server's own apply -------------------------------------------
+
+    @property
+    def limits_by(self) -> dict[str, str]:
+        # The cgroup and rlimits here would bound the client, not the command: memory,
+        # processes and CPU time on the target are not ours to limit.
+        return {**dict.fromkeys(_TARGET_LIMITS.values(), "none"), **_SERVER_LIMITS}
+
+    def set_limits(self, limits: Limits) -> None:
+        super().set_limits(_server_only(limits))
+
+    def _watch_limits(
+        self, run: TerminalRun, limits: Limits | None, *, shell_pid: int | None = None
+    ) -> RunLimits | None:
+        # Output and wall time only (run.limits says so); no rlimit on the client.
+        return super()._watch_limits(run, _server_only(limits or NO_LIMITS))
+
+    def _shell_took_over(self, state: WaitState) -> str | None:
+        # What reads the terminal here is always the client: a remote program with a
+        # prompt like the shell's (a nested shell) must not pass for the shell.
+        return None
 
     def _interrupt_command(self) -> bool:
         # Strategy none only: whether a job runs on the target would take a round

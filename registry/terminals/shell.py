@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
+from ..limits import Limits
 from ..run import RunState, TerminalRun
 from ..shell import prepare_launch, write_private
 from ..shell.syntax import LONG_COMMAND_BYTES, source_line, with_exports
@@ -108,11 +109,15 @@ class ShellTerminal(ShellProcess):
         command: str,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> TerminalRun:
         self._check_can_start()
         self._submission = Submission.CLAIMED
         try:
-            strategy = await self.ready()
+            await self.ready()
+            # Its integration may have been lost since (a run found its hooks gone).
+            strategy = self._integration
             await self._wait_for_prompt()
             if self._closed:
                 raise TerminalClosedError(f"terminal {self.id} is closed")
@@ -121,6 +126,7 @@ class ShellTerminal(ShellProcess):
                 command = with_exports(env, command)
             run = TerminalRun(self.id, command, self._settings.run_output_cap)
             self._begin_run(run)
+            self._watch_limits(run, limits, shell_pid=self._pty.pid)
         finally:
             self._submission = Submission.IDLE
         timeout = timeout if timeout is not None else self._settings.command_timeout
@@ -170,6 +176,7 @@ class ShellTerminal(ShellProcess):
         return self._phase is Phase.PROMPT
 
     def _submit_rich(self, run: TerminalRun, command: str) -> None:
+        self._waits.remember_prompt()
         self._since_submission.clear()
         self._prompt_event.clear()
         self._phase = Phase.SUBMITTED
@@ -183,8 +190,7 @@ class ShellTerminal(ShellProcess):
             # syntax error), and ours would be typed after it.
             self._line_may_hold_text = False
             self._write(b"\x15")
-        if self._launch.kind == "bash" and self.scratch is not None:
-            _say_ours(self.scratch)
+        self._launch.next_line_is_ours()
         if len(lines) == 1:
             self._write(data + b"\r")
         elif self._bracketed_paste:
@@ -237,6 +243,7 @@ class ShellTerminal(ShellProcess):
         self._since_submission.clear()
         self._guess = guess
         self._phase = Phase.SUBMITTED
+        self._waits.echo_follows()
         self._write(guess.command.encode("utf-8", "surrogateescape") + b"\r")
 
     def _screen_since_submission(self) -> bytes:
@@ -258,20 +265,6 @@ class ShellTerminal(ShellProcess):
         if self._closed:
             raise TerminalClosedError(f"terminal {self.id} is closed")
         self._write(data.encode("utf-8") if isinstance(data, str) else data)
-
-
-def _say_ours(scratch: str) -> None:
-    """Tell bash's integration that the next command line is ours: it needs no E.
-
-    (Looking up the line in history is half of what our hooks cost per command; the
-    server knows what it typed.)
-    """
-    with contextlib.suppress(OSError):
-        fd = os.open(os.path.join(scratch, "ours"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, b"1")
-        finally:
-            os.close(fd)
 
 
 def _remove(path: str) -> None:
