@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import audit, daemon, methods
+from . import audit, daemon, listing, methods
 from .attach import attach
 from .blocking import BlockingClient, ConnectionLost
 from .cli_run import EXIT_WAITING, LIMIT_FLAGS, run
@@ -110,38 +109,13 @@ def _env(args: argparse.Namespace, client: BlockingClient) -> int:
     return 0
 
 
-_LIST_COLUMNS = ("ID", "TASK", "PROVIDER", "STATE", "INTEGRATION", "CWD", "LAST COMMAND")
-
-
 def _list(args: argparse.Namespace, client: BlockingClient) -> int:
     params = {"taskId": args.task} if args.task is not None else {}
     terminals: list[dict[str, Any]] = client.request(methods.LIST, params)
     if args.json:
         print(json.dumps(terminals, indent=2))
         return 0
-    if not terminals:
-        print("(no terminals)")
-        return 0
-    rows = [_LIST_COLUMNS]
-    for t in terminals:
-        waits = t.get("state") in ("waitingForInput", "waitingForPassword", "fullScreen")
-        activity = t["state"] if waits or t.get("state") == "stoppedJob" else None
-        state = (activity or ("busy" if t["busy"] else "idle")) + (",hot" if t["hot"] else "")
-        rows.append(
-            (
-                str(t["id"]),
-                t["taskId"] or "-",
-                t["provider"],
-                state,
-                t["shellIntegration"],
-                t["cwd"],
-                t["lastCommand"] or "",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_LIST_COLUMNS) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join([*cells, row[-1]]).rstrip())
+    print(listing.table(terminals) if terminals else "(no terminals)")
     return 0
 
 
@@ -200,6 +174,12 @@ def _parser() -> argparse.ArgumentParser:
         help="disconnect a client that lets more than this wait unread (default 64)",
     )
     serve.add_argument(
+        "--options",
+        metavar="JSON",
+        help="the server's default settings, as initializationOptions (each client's "
+        'own go on top), e.g. \'{"sshConfigFile": "/path/ssh_config"}\'',
+    )
+    serve.add_argument(
         "--audit-log",
         metavar="PATH",
         help="append one JSON line per command to PATH (mode 0600, rotated at 10 MB); "
@@ -216,8 +196,15 @@ def _parser() -> argparse.ArgumentParser:
         "then print the exit code and cwd. Exits with the command's exit code.",
     )
     run.add_argument("--task", help="task id the terminal is bound to")
-    run.add_argument("--cwd", default=os.getcwd(), help="directory to run in")
-    run.add_argument("--provider", choices=("shell", "subprocess"), default="shell")
+    run.add_argument(
+        "--cwd", help="directory to run in (default: here; on a --host or --container, home)"
+    )
+    run.add_argument("--provider", choices=("shell", "subprocess", "ssh", "container"))
+    where = run.add_mutually_exclusive_group()
+    where.add_argument(
+        "--host", help="run on this ssh host (alias, user@host or user@host:port; docs/remote.md)"
+    )
+    where.add_argument("--container", help="run in this running container (docker or podman)")
     run.add_argument("--timeout", type=float, help="seconds before the command is ended")
     for flag, _wire, kind, text in LIMIT_FLAGS:
         run.add_argument(

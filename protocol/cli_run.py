@@ -23,7 +23,7 @@ import signal
 import sys
 from typing import Any
 
-from . import methods
+from . import listing, methods
 from .blocking import BlockingClient
 from .console import Console, follow, say
 from .errors import UnknownTerminalError
@@ -156,12 +156,16 @@ def run(args: argparse.Namespace, client: BlockingClient) -> int:
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "command": args.command,
-        "cwd": os.path.abspath(args.cwd),
-        "provider": args.provider,
-        "background": True,
-    }
+    params: dict[str, Any] = {"command": args.command, "background": True}
+    if args.host is not None or args.container is not None:
+        # A remote terminal: the cwd is the target's, as given ("~" by default).
+        params["cwd"] = args.cwd if args.cwd is not None else "~"
+        params["host" if args.host is not None else "container"] = args.host or args.container
+        if args.provider is not None:
+            params["provider"] = args.provider
+    else:
+        params["cwd"] = os.path.abspath(args.cwd if args.cwd is not None else os.getcwd())
+        params["provider"] = args.provider or "shell"
     if args.task is not None:
         params["taskId"] = args.task
     if args.timeout is not None:
@@ -222,6 +226,7 @@ def _summary(
         "exitCode": code,
         "signal": signal_name(code),
         "cwd": terminal["cwd"],
+        **{k: terminal[k] for k in ("host", "container") if k in terminal},
         "shell": terminal["shell"],
         "provider": terminal["provider"],
         "shellIntegration": terminal["shellIntegration"],
@@ -247,7 +252,7 @@ def _summary(
             f"exit code: {code if code is not None else 'unknown'}"
             + (f" ({summary['signal']})" if summary["signal"] else ""),
             f"state: {end['state']}",
-            f"cwd: {terminal['cwd']}",
+            f"cwd: {listing.location(terminal)}",
             f"terminal: {terminal_id} ({terminal['provider']}, {terminal['shell']}, "
             f"{terminal['shellIntegration']} integration)",
         ]

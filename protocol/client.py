@@ -14,7 +14,8 @@ code (:class:`UnknownTerminalError`, :class:`TerminalBusyError` ...).
 Notifications arrive through :meth:`RegistryClient.notifications` (an async
 iterator) or callbacks registered with :meth:`RegistryClient.on`.  Cancelling the
 task awaiting :meth:`RegistryClient.run` sends ``$/cancelRequest``, which interrupts
-the command.  :class:`SyncRegistryClient` wraps it all for scripts.
+the command.  :class:`protocol.sync_client.SyncRegistryClient` wraps it all for
+scripts.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ import contextlib
 import itertools
 import os
 import sys
-import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from pygls.client import JsonRPCClient
 from pygls.exceptions import JsonRpcException
@@ -60,12 +60,9 @@ __all__ = [
     "RegistryError",
     "RequestCancelledError",
     "SpawnFailedError",
-    "SyncRegistryClient",
     "TerminalBusyError",
     "UnknownTerminalError",
 ]
-
-T = TypeVar("T")
 
 #: After $/cancelRequest, how long to wait for the server's -32800.
 CANCEL_CONFIRM_TIMEOUT = 30.0
@@ -98,6 +95,13 @@ class _Client(JsonRPCClient):
 
 
 _NOTIFICATIONS = (*methods.NOTIFICATIONS, methods.LOG_MESSAGE, methods.PROGRESS)
+
+
+def _cwd(cwd: str | None, host: str | None, container: str | None) -> str | None:
+    """A local cwd made absolute here, not by a server that may stand elsewhere; a
+    remote one is the target's, taken as given."""
+    remote = host is not None or container is not None
+    return cwd if remote or cwd is None else os.path.abspath(cwd)
 
 
 class RegistryClient:
@@ -212,13 +216,17 @@ class RegistryClient:
         provider: str = "shell",
         *,
         limits: wire.Limits | None = None,
+        host: str | None = None,
+        container: str | None = None,
     ) -> wire.TerminalInfo:
-        """A terminal for the task in ``cwd``; ``limits`` become the terminal's own."""
+        """A terminal for the task in ``cwd`` (on ``host`` or in ``container`` when
+        given); ``limits`` become the terminal's own."""
         params: dict[str, Any] = {
-            "cwd": os.path.abspath(cwd),
+            "cwd": _cwd(cwd, host, container),
             "taskId": task_id,
             "provider": provider,
         }
+        params.update({k: v for k, v in {"host": host, "container": container}.items() if v})
         if limits is not None:
             params["limits"] = wire.unstructure(limits)
         return _terminal(await self._request(methods.ACQUIRE, params))
@@ -237,16 +245,20 @@ class RegistryClient:
         work_done_token: str | int | None = None,
         limits: wire.Limits | None = None,
         yield_on_input: bool = False,
+        host: str | None = None,
+        container: str | None = None,
     ) -> wire.RunResult:
-        """Run a command; ``timeout`` in seconds. With ``background``, returns once started;
-        with ``yield_on_input``, once it waits for input (``waiting_for``) or ends.
-        ``limits``: this run's resource limits (``wire.Limits(memory_mb=256)``)."""
+        """Run a command (on ``host`` or in ``container`` when given); ``timeout`` in
+        seconds. With ``background``, returns once started; with ``yield_on_input``,
+        once it waits for input (``waiting_for``) or ends.  ``limits``: this run's
+        resource limits (``wire.Limits(memory_mb=256)``)."""
         params: dict[str, Any] = {"command": command, "background": background}
         optional = {
             "yieldOnInput": True if yield_on_input else None,
             "terminalId": terminal_id,
-            # Relative to this process, not to a server that may stand elsewhere.
-            "cwd": os.path.abspath(cwd) if cwd is not None else None,
+            "cwd": _cwd(cwd, host, container),
+            "host": host,
+            "container": container,
             "taskId": task_id,
             "provider": provider,
             "timeoutMs": round(timeout * 1000) if timeout is not None else None,
@@ -374,77 +386,3 @@ class RegistryClient:
 
 def _terminal(data: Any) -> wire.TerminalInfo:
     return wire.converter.structure(data, wire.TerminalInfo)
-
-
-class SyncRegistryClient:
-    """Blocking wrapper for scripts: the asyncio client on a private loop thread."""
-
-    def __init__(self, client_factory: Callable[[], Coroutine[Any, Any, RegistryClient]]) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._client = self._call(client_factory())
-
-    @classmethod
-    def spawn(cls, settings: Mapping[str, Any] | None = None) -> SyncRegistryClient:
-        return cls(lambda: RegistryClient.spawn(settings))
-
-    @classmethod
-    def connect(cls, socket_path: str) -> SyncRegistryClient:
-        return cls(lambda: RegistryClient.connect(socket_path))
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def run(self, command: str, **kwargs: Any) -> wire.RunResult:
-        return self._call(self._client.run(command, **kwargs))
-
-    def acquire(
-        self,
-        cwd: str,
-        task_id: str | None = None,
-        provider: str = "shell",
-        *,
-        limits: wire.Limits | None = None,
-    ) -> wire.TerminalInfo:
-        return self._call(self._client.acquire(cwd, task_id, provider, limits=limits))
-
-    def write(self, terminal_id: int, data: str) -> None:
-        self._call(self._client.write(terminal_id, data))
-
-    def wait(self, **kwargs: Any) -> wire.RunResult:
-        return self._call(self._client.wait(**kwargs))
-
-    def send_keys(self, terminal_id: int, keys: list[str]) -> None:
-        self._call(self._client.send_keys(terminal_id, keys))
-
-    def kill(self, terminal_id: int) -> None:
-        self._call(self._client.kill(terminal_id))
-
-    def list(self, task_id: str | None = None, busy: bool | None = None) -> list[wire.TerminalInfo]:
-        return self._call(self._client.list(task_id, busy))
-
-    def output(self, terminal_id: int) -> str:
-        return self._call(self._client.output(terminal_id))
-
-    def release(self, task_id: str) -> None:
-        self._call(self._client.release(task_id))
-
-    def environment_details(
-        self, task_id: str | None = None, cooldown_timeout: float | None = None
-    ) -> EnvironmentDetails:
-        return self._call(self._client.environment_details(task_id, cooldown_timeout))
-
-    def close(self) -> None:
-        try:
-            self._call(self._client.close())
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._loop.close()
-
-    def __enter__(self) -> SyncRegistryClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

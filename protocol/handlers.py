@@ -67,6 +67,19 @@ async def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
     )
 
 
+def _where(provider: str | None, host: str | None, container: str | None) -> tuple[str, str | None]:
+    """The provider and target a request names: ``host`` means a shell over ssh,
+    ``container`` a shell in that container (docs/remote.md)."""
+    if host is not None and container is not None:
+        raise ValueError("give host or container, not both")
+    for target, remote in ((host, "ssh"), (container, "container")):
+        if target is not None:
+            if provider not in (None, "shell", remote):
+                raise ValueError(f"provider {provider!r} runs on this machine: it takes no host")
+            return remote, target
+    return provider or "shell", None
+
+
 def _waiting_for(ls: ConnectionServer, run: TerminalRun) -> wire.WaitingFor | None:
     """What the run's terminal waits for, while the run goes on."""
     if run.done:
@@ -80,8 +93,14 @@ def _waiting_for(ls: ConnectionServer, run: TerminalRun) -> wire.WaitingFor | No
 
 async def acquire(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.AcquireParams, params)
+    provider, target = _where(p.provider, p.host, p.container)
     terminal = await ls.registry.get_or_create(
-        p.cwd, p.task_id, p.provider, settings=ls.settings, limits=engine_limits(p.limits)
+        p.cwd,
+        p.task_id,
+        provider,
+        settings=ls.settings,
+        target=target,
+        limits=engine_limits(p.limits),
     )
     return _info(ls, terminal)
 
@@ -89,9 +108,10 @@ async def acquire(ls: ConnectionServer, params: Any) -> Any:
 async def run(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.RunParams, params)
     timeout = p.timeout_ms / 1000 if p.timeout_ms is not None else None
-    if p.terminal_id is None and p.cwd is None:
+    if p.terminal_id is None and p.cwd is None and p.host is None and p.container is None:
         raise ValueError("terminal/run needs a terminalId or a cwd")
     registry = ls.registry
+    provider, target = _where(p.provider, p.host, p.container)
     connection = ls.connection
     # Whose run this is, for the audit log: the run starts inside this task.
     REQUESTER.set(
@@ -106,11 +126,12 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
         cwd=p.cwd,
         task_id=p.task_id,
         terminal_id=p.terminal_id,
-        provider=p.provider or "shell",
+        provider=provider,
         timeout=timeout,
         env=p.env,
         background=True,
         settings=ls.settings,
+        target=target,
         limits=engine_limits(p.limits),
     )
     if p.background:

@@ -74,6 +74,8 @@ def terminal_info(registry: TerminalRegistry, terminal: Terminal) -> wire.Termin
         shell=terminal.shell,
         pid=terminal.pid,
         last_command=terminal.last_command,
+        host=terminal.host,
+        container=terminal.container,
         state=state.state.value,
         waiting_for=waiting_for(state),
         limits=wire_limits(terminal.limits),

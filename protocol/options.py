@@ -37,6 +37,8 @@ _COUNT = {RULE: Rule(min=0, max=2**31)}
 #: The kernel's window size is two unsigned shorts (struct winsize).
 _SIZE = {RULE: Rule(min=1, max=65535)}
 _TEXT = {RULE: Rule(no_nul=True)}
+#: Sessions per ssh connection, keepalives missed: at least one, sshd's own bound.
+_SESSIONS = {RULE: Rule(min=1, max=1024)}
 
 
 @attrs.define
@@ -73,6 +75,16 @@ class InitializationOptions:
     #: Every command's limits unless its terminal or run sets its own (over the
     #: server's: only ``outputMb`` by default).
     limits: Limits | None = None
+    # Remote terminals (docs/remote.md).
+    ssh_command: str | None = attrs.field(default=None, metadata=_TEXT)
+    ssh_config_file: str | None = attrs.field(default=None, metadata=_TEXT)
+    ssh_max_sessions: int | None = attrs.field(default=None, metadata=_SESSIONS)
+    ssh_keepalive_interval_ms: float | None = attrs.field(default=None, metadata=_MS)
+    ssh_keepalive_count: int | None = attrs.field(default=None, metadata=_SESSIONS)
+    ssh_connect_timeout_ms: float | None = attrs.field(default=None, metadata=_MS)
+    container_engine: str | None = attrs.field(default=None, metadata=_TEXT)
+    remote_start_timeout_ms: float | None = attrs.field(default=None, metadata=_MS)
+    remote_control_timeout_ms: float | None = attrs.field(default=None, metadata=_MS)
 
 
 def engine_limits(limits: Limits | None) -> EngineLimits | None:

@@ -12,15 +12,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
 
+from registry.config import Settings
 from registry.keeper import Keeper
 
 from . import daemon
 from .audit import AUDIT_LOG_VARIABLE, AuditFile
 from .connection import QueueLimits
+from .errors import InvalidParamsError
+from .options import settings_for
 from .server import Hub
 from .transport import CONGESTED_BYTES
 
@@ -38,6 +42,14 @@ def serve(args: argparse.Namespace) -> int:
     if not args.stdio and not args.socket:
         print("terminal-registry serve: give --stdio, --socket PATH, or both", file=sys.stderr)
         return 2
+    try:
+        options = json.loads(args.options) if args.options else None
+        settings, warnings = settings_for(Settings(), options)
+    except (ValueError, InvalidParamsError) as error:
+        print(f"terminal-registry serve: --options: {error}", file=sys.stderr)
+        return 2
+    for warning in warnings:
+        log.warning("--options: %s", warning)
 
     async def main() -> int:
         limits = QueueLimits(
@@ -48,7 +60,7 @@ def serve(args: argparse.Namespace) -> int:
         audit = AuditFile(audit_path) if audit_path else None
         keeper = Keeper.start()
         log.info("processes end with the server: %s", keeper.describe())
-        server = Hub(limits=limits, keeper=keeper, audit=audit)
+        server = Hub(settings, limits=limits, keeper=keeper, audit=audit)
         if args.socket:
             try:
                 await server.serve_socket(args.socket, export=args.export_socket)

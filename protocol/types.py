@@ -93,6 +93,10 @@ class AcquireParams:
     cwd: str = attrs.field(metadata={RULE: _TEXT})
     task_id: str | None = None
     provider: str = "shell"
+    #: Remote terminals (docs/remote.md): an ssh host (provider ssh) or a container
+    #: (provider container); the cwd is then the target's.
+    host: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
+    container: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
     #: The terminal's own limits from now on (each of its commands gets them).
     limits: Limits | None = None
 
@@ -108,6 +112,9 @@ class RunParams:
     env: dict[str, str] | None = attrs.field(default=None, metadata={RULE: _ENV})
     background: bool = False
     work_done_token: int | str | None = None
+    #: As in AcquireParams: where the terminal runs when none is given by id.
+    host: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
+    container: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
     #: This run's limits, over the terminal's and the settings'.
     limits: Limits | None = None
     #: Answer as soon as the command waits for input (``state: "running"`` and
@@ -218,6 +225,10 @@ class TerminalInfo:
     shell: str
     pid: int | None
     last_command: str | None
+    #: Remote terminals only (left off the wire otherwise): where the shell runs;
+    #: ``cwd`` is then a path there.
+    host: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
+    container: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
     #: Added: the terminal's own limits (left off when it has none).
     limits: Limits | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
     #: Added: how each limit is enforced here: "cgroup", "rlimit", "server", "none".

@@ -73,6 +73,28 @@ class Settings:
     hot_compiling_timeout: float = 15.0
     #: Environment details wait at most this long for hot terminals to cool down.
     cooldown_timeout: float = 5.0
+    # -- remote terminals (providers ssh and container; docs/remote.md) -----------
+    #: The ssh client (the user's own OpenSSH), and a config file instead of
+    #: ~/.ssh/config (None: the user's).
+    ssh_command: str = "ssh"
+    ssh_config_file: str | None = None
+    #: Sessions one connection may carry (sshd's MaxSessions, 10 by default): a
+    #: ControlMaster takes at most this many minus one terminals, the last is kept
+    #: for control commands; further terminals get a master of their own.
+    ssh_max_sessions: int = 10
+    #: ServerAliveInterval and ServerAliveCountMax: a dead link is noticed after
+    #: interval x count seconds.
+    ssh_keepalive_interval: float = 10.0
+    ssh_keepalive_count: int = 3
+    #: ConnectTimeout of a new connection.
+    ssh_connect_timeout: float = 15.0
+    #: The container engine's command line (``podman``, ``docker``, or with global
+    #: options); None: docker or podman, whichever on PATH knows the container.
+    container_engine: str | None = None
+    #: From spawning a remote terminal to its bootstrap's report (connection, login).
+    remote_start_timeout: float = 30.0
+    #: A control command on the target (signal, sweep): at most this long.
+    remote_control_timeout: float = 10.0
     #: Every command's limits unless its terminal or run sets its own: only output
     #: is limited by default (a runaway ``yes`` ends after 1 GiB).
     limits: Limits = DEFAULT_LIMITS

@@ -9,7 +9,6 @@ of it an environment report is rendered from (:mod:`registry.environment`).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 
 from .config import Settings
@@ -18,20 +17,11 @@ from .full_output import FullOutputs
 from .hot import HotTracker
 from .model_text import TextLimits
 from .run import TerminalRun
-from .terminals.base import Terminal, TerminalListener
+from .terminals.base import Terminal, TerminalListener, normalise_path
 from .unread import RunOutputQueue, UnreadRun
 from .waiting import TerminalState
 
 __all__ = ["TerminalEntry", "normalise_path"]
-
-
-def normalise_path(path: str) -> str:
-    """A key under which equal directories compare equal.
-
-    Absolute, ``..`` and trailing slashes resolved, symlinks followed; case folded
-    only where the file system ignores case (Windows).
-    """
-    return os.path.normcase(os.path.realpath(os.path.abspath(os.path.expanduser(path))))
 
 
 class TerminalEntry:
@@ -43,8 +33,8 @@ class TerminalEntry:
         #: Handed to this task and not used yet: other tasks must not take it.
         self.claimed_by: str | None = None
         self.claimed = False
-        #: The normalised live cwd it is indexed under.
-        self.key = normalise_path(terminal.cwd)
+        #: Where it is indexed: (target, normalised live cwd) -- Terminal.location().
+        self.key = terminal.location()
         self.unread = RunOutputQueue(settings.run_output_cap, TextLimits.of(settings))
         #: Files with the whole output of runs whose text for a model was cut.
         self.full_outputs = FullOutputs(settings.full_output_cap)
@@ -133,7 +123,13 @@ class TerminalEntry:
             return None
         command_line = running.command_line if running is not None else None
         return ReportedTerminal(
-            terminal.id, self.task_id, terminal.cwd, running is not None, command_line, runs, wait
+            terminal.id,
+            self.task_id,
+            terminal.display_cwd,
+            running is not None,
+            command_line,
+            runs,
+            wait,
         )
 
 

@@ -120,6 +120,7 @@ class Keeper:
             pid=terminal.pid,
             scratch=terminal.scratch,
             cgroup=dict(group.paths) if group is not None else None,
+            reap=terminal.reap_command,
         )
 
     def forget(self, terminal_id: int) -> None:

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .cgroups import Cgroup
+from .processes import started_since
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -314,3 +315,15 @@ def _cpu_time(pid: int) -> float:
 
 def _amount(value: float) -> str:
     return f"{value:g}"
+
+
+def kill_joined_since(group: Cgroup | None, since: float, keep: set[int]) -> set[int]:
+    """SIGKILL what joined ``group`` since ``since`` (boot clock), but ``keep``; the
+    group frozen meanwhile.  Returns what was killed (nothing without a group)."""
+    if group is None:
+        return set()
+
+    def joined(members: set[int]) -> set[int]:
+        return {p.pid for p in started_since(members - keep, since)}
+
+    return group.kill_where(joined)

@@ -1,18 +1,20 @@
-"""Where terminals stand, and which one a task gets: the two-tier choice.
+"""Where terminals stand, which one a task gets (the two-tier choice), which it sees.
 
-:class:`PlaceIndex` indexes entries by (provider, normalised live cwd) and follows
-them when they ``cd``, so a lookup only looks at the terminals standing in that one
-directory (1,000 terminals answer as fast as 10).  :func:`choose` is the tier rule
+:class:`PlaceIndex` indexes entries by provider and where they stand -- (target,
+normalised live cwd), :meth:`Terminal.location` -- and follows them when they
+``cd``, so a lookup only looks at the terminals standing in that one directory on
+that one target (1,000 terminals answer as fast as 10).  :func:`choose` is the tier rule
 over those, pure: no await, so choosing and binding happen in one step of the loop.
+:func:`covered` is which terminals a task's report covers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .entry import TerminalEntry, normalise_path
+from .entry import TerminalEntry
 
-__all__ = ["PlaceIndex", "choose"]
+__all__ = ["PlaceIndex", "choose", "covered"]
 
 
 def choose(
@@ -45,21 +47,39 @@ def choose(
     return unbound or second  # tier 2
 
 
+def covered(
+    live: Iterable[TerminalEntry], closed: Iterable[TerminalEntry], task_id: str | None
+) -> list[TerminalEntry]:
+    """The terminals a task's report covers, by id: its own and released ones (every
+    terminal without a task), closed ones with unread output included."""
+
+    def covers(entry: TerminalEntry) -> bool:
+        return (
+            task_id is None
+            or entry.task_id in (task_id, None)
+            or entry.unread.has_unread_for(task_id)  # it moved on; its output did not
+        )
+
+    found = [e for e in live if covers(e)] + [e for e in closed if covers(e)]
+    return sorted(found, key=lambda e: e.terminal.id)
+
+
 class PlaceIndex:
-    """Entries by (provider, normalised live cwd), in the order they were added."""
+    """Entries by (provider, target, normalised live cwd), in the order they were added."""
 
     def __init__(self) -> None:
-        self._places: dict[tuple[str, str], dict[int, TerminalEntry]] = {}
+        self._places: dict[tuple[str, str, str], dict[int, TerminalEntry]] = {}
 
-    def at(self, provider: str, key: str) -> Iterable[TerminalEntry]:
-        return (self._places.get((provider, key)) or {}).values()
+    def at(self, provider: str, where: tuple[str, str]) -> Iterable[TerminalEntry]:
+        """The entries of ``provider`` standing at ``where``: (target key, path key)."""
+        return (self._places.get((provider, *where)) or {}).values()
 
     def add(self, entry: TerminalEntry) -> None:
-        where = (entry.terminal.provider, entry.key)
+        where = (entry.terminal.provider, *entry.key)
         self._places.setdefault(where, {})[entry.terminal.id] = entry
 
     def remove(self, entry: TerminalEntry) -> None:
-        where = (entry.terminal.provider, entry.key)
+        where = (entry.terminal.provider, *entry.key)
         bucket = self._places.get(where)
         if bucket is not None:
             bucket.pop(entry.terminal.id, None)
@@ -68,7 +88,7 @@ class PlaceIndex:
 
     def follow(self, entry: TerminalEntry) -> None:
         """The terminal may have moved (``cd``): re-file it under its live cwd."""
-        key = normalise_path(entry.terminal.cwd)
+        key = entry.terminal.location()
         if key != entry.key:
             self.remove(entry)
             entry.key = key

@@ -17,6 +17,11 @@ A process is the dead server's if it is in one of its cgroups, or carries its ta
 (or a terminal's) in its environment, or belongs to a recorded process group or
 session *and* started after the server did (so a reused number never condemns a
 stranger) -- and is the same user's.
+
+A remote terminal (an ssh host, a container) also leaves its reap command: once the
+processes here are ended -- its client among them, which hangs up its session --
+that command sweeps the target over a connection of its own for what escaped there
+(docs/remote.md).
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from .cgroups import Cgroup
 
@@ -42,6 +48,9 @@ __all__ = [
     "reap",
     "reap_stale",
 ]
+
+#: The reap commands of remote terminals run side by side for at most this long.
+REMOTE_SWEEP_TIMEOUT = 20.0
 
 #: Every process a server starts inherits this variable: the server's tag.
 SERVER_TAG_VARIABLE = "TERMINAL_REGISTRY_SERVER"
@@ -139,6 +148,7 @@ class OwnershipRecord:
         pid: int | None,
         scratch: str | None,
         cgroup: dict[str, str] | None,
+        reap: list[str] | None = None,
     ) -> None:
         self.terminals[str(terminal_id)] = {
             "tag": tag,
@@ -147,6 +157,7 @@ class OwnershipRecord:
             "cgroup": cgroup or {},
             "groups": [],
             "sessions": [],
+            "reap": reap,
         }
         self.save()
 
@@ -183,11 +194,14 @@ class Reaped:
     server_pid: int
     processes: list[tuple[int, str]] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    #: Each remote terminal's reap command, and what it came to.
+    swept: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         names = ", ".join(f"{pid} ({name})" for pid, name in self.processes) or "no process"
         paths = ", ".join(self.removed) or "nothing"
-        return f"server {self.server_pid} left {names}; removed {paths}"
+        remote = f"; swept {len(self.swept)} remote: {', '.join(self.swept)}" if self.swept else ""
+        return f"server {self.server_pid} left {names}; removed {paths}{remote}"
 
 
 def _owned_processes(record: OwnershipRecord) -> list[Any]:
@@ -267,6 +281,8 @@ def reap(record: OwnershipRecord, grace: float = 1.0) -> Reaped:
             result.removed.append(scratch)
         Cgroup.at(entry.get("cgroup") or {}).remove()
     Cgroup.at(record.cgroup).remove()
+    commands = [e.get("reap") for e in record.terminals.values()]
+    result.swept = sweep_remotes([c for c in commands if _is_argv(c)], REMOTE_SWEEP_TIMEOUT)
     for path in record.cleanup:
         if os.path.lexists(path):
             with contextlib.suppress(OSError):
@@ -274,6 +290,45 @@ def reap(record: OwnershipRecord, grace: float = 1.0) -> Reaped:
                 result.removed.append(path)
     record.discard()
     return result
+
+
+def _is_argv(value: object) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and bool(value) and all(isinstance(a, str) for a in value)
+
+
+def sweep_remotes(commands: list[list[str]], timeout: float) -> list[str]:
+    """Run remote terminals' reap commands side by side, for at most ``timeout``
+    in all; returns what each came to (``ssh: done``, ``podman: status 125``)."""
+    running: list[tuple[str, subprocess.Popen[bytes] | None]] = []
+    for argv in commands:
+        name = os.path.basename(argv[0])
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as error:
+            running.append((f"{name}: {error.strerror}", None))
+            continue
+        running.append((name, proc))
+    deadline = time.monotonic() + timeout
+    outcomes = []
+    for name, started in running:
+        if started is None:
+            outcomes.append(name)
+            continue
+        try:
+            status = started.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+            outcomes.append(f"{name}: timed out")
+            continue
+        outcomes.append(f"{name}: done" if status == 0 else f"{name}: status {status}")
+    return outcomes
 
 
 def live_tags(directory: str) -> set[str]:

@@ -1,20 +1,14 @@
 """TerminalRegistry: few terminals, reused by task and by where they actually stand.
 
-Lookup (``get_or_create``):
+Lookup (``get_or_create``) hands a task its own idle terminal (tier 1), else a
+released one or another task's idle one (tier 2), standing in the asked live cwd --
+on this machine, or on the asked target: an ssh host, a container -- else starts a
+new one through :data:`PROVIDERS`.  The index, which follows ``cd``, and the tier
+rule are :mod:`registry.lookup`'s; choosing is synchronous (no await between looking
+and binding), so two tasks asking at once never get the same terminal.
 
-1. closed terminals are dropped (they leave the index when they close);
-2. tier 1: an idle terminal bound to the task, same provider, same *live* cwd;
-3. tier 2: any idle terminal of that provider with that live cwd -- released
-   (unbound) ones first, then idle ones of other tasks, never one that another task
-   was just handed and has not used yet;
-4. else a new terminal.  The chosen terminal is bound to the task.
-
-Terminals are indexed by (provider, normalised live cwd) and the index follows
-``cd`` (:mod:`registry.lookup`, which also holds the tier rule).  Choosing is
-synchronous -- no await between looking and binding -- so two tasks asking at once
-never get the same terminal.
-
-Terminals are created through :data:`PROVIDERS`, one entry per provider.
+A remote terminal whose connection was lost is remembered (:mod:`registry.lost`) for
+its successor: the next run on it, or of its task on that target.
 
 The registry also keeps an entry per terminal (:mod:`registry.entry`: its task,
 unread output and hot state), waits for hot terminals to cool down before a report
@@ -42,24 +36,18 @@ from .fallback import integration_in_time
 from .keeper import Keeper
 from .limits import NO_LIMITS, Limits
 from .listeners import Listeners
-from .lookup import PlaceIndex, choose
+from .lookup import PlaceIndex, choose, covered
+from .lost import LostTerminals
 from .origin import Origin, Suspect, origin_of
+from .providers import PROVIDERS
 from .run import TerminalRun
-from .terminals.base import Terminal, TerminalListener, existing_directory
+from .terminals.base import Terminal, TerminalListener
 from .terminals.children import NOWHERE
 from .terminals.shell import ShellTerminal
-from .terminals.subprocess import SubprocessTerminal
 
 __all__ = ["PROVIDERS", "RegistryListener", "TerminalEntry", "TerminalRegistry", "normalise_path"]
 
 log = logging.getLogger(__name__)
-
-#: Every provider by name, and the terminal class whose ``create`` starts one.
-#: A new provider (ssh, a container) is a Terminal subclass and one entry here.
-PROVIDERS: Mapping[str, type[Terminal]] = {
-    ShellTerminal.provider: ShellTerminal,
-    SubprocessTerminal.provider: SubprocessTerminal,
-}
 
 
 class RegistryListener(TerminalListener):
@@ -78,6 +66,7 @@ class TerminalRegistry:
         self.keeper = keeper
         self._entries: dict[int, TerminalEntry] = {}
         self._places = PlaceIndex()
+        self._lost = LostTerminals()
         #: Closed terminals whose output has not been reported yet (once).
         self._closed_unread: dict[int, TerminalEntry] = {}
         self._ids = itertools.count(1)
@@ -117,20 +106,22 @@ class TerminalRegistry:
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
         settings: Settings | None = None,
+        target: str | None = None,
         limits: Limits | None = None,
     ) -> Terminal:
         """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none.
 
         A new terminal runs with ``settings`` (the asking client's; default: the
-        registry's) for its whole life; ``limits`` become the terminal's own.
+        registry's) for its whole life; ``limits`` become the terminal's own.  On a
+        ``target`` (an ssh host, a container) the cwd is the target's, checked there.
         """
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
         settings = settings or self.settings
-        key = normalise_path(existing_directory(cwd))
+        where = await PROVIDERS[provider].locate(cwd, target, settings)
         entry = None
         if shell is None and not env:
-            entry = choose(self._places.at(provider, key), task_id, settings.reuse_across_tasks)
+            entry = choose(self._places.at(provider, where), task_id, settings.reuse_across_tasks)
         if entry is not None and entry.task_id not in (task_id, None):
             # Tier 2 took another task's idle terminal: the shell is the same shell.
             entry.notes.append(
@@ -139,7 +130,7 @@ class TerminalRegistry:
             )
         if entry is None:
             entry = await self._create(
-                provider, cwd, task_id, shell=shell, env=env, settings=settings
+                provider, cwd, task_id, shell=shell, env=env, settings=settings, target=target
             )
         self._bind(entry, task_id)
         entry.claim(task_id)
@@ -156,13 +147,20 @@ class TerminalRegistry:
         shell: str | None,
         env: Mapping[str, str] | None,
         settings: Settings,
+        target: str | None,
     ) -> TerminalEntry:
         terminal_id = next(self._ids)
         keeper = self.keeper
         placement = keeper.placement(terminal_id) if keeper is not None else NOWHERE
         try:
             terminal = await PROVIDERS[provider].create(
-                terminal_id, cwd, settings, shell=shell, env=env, placement=placement
+                terminal_id,
+                cwd,
+                settings,
+                shell=shell,
+                env=env,
+                placement=placement,
+                target=target,
             )
         except BaseException:
             if keeper is not None:
@@ -249,6 +247,7 @@ class TerminalRegistry:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         settings: Settings | None = None,
+        target: str | None = None,
         limits: Limits | None = None,
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
@@ -268,13 +267,23 @@ class TerminalRegistry:
         over the settings'.
         """
         settings = settings or self.settings
-        if terminal_id is not None:
+        lost = self._lost.take(terminal_id) if terminal_id is not None else None
+        if terminal_id is not None and lost is None:
             terminal = self.get(terminal_id)
         else:
+            if lost is not None:  # its connection was lost: a new one where it stood
+                cwd, task_id, provider, target = lost.cwd, lost.task_id, lost.provider, lost.target
+            # Without a cwd: here, where we stand; on a target, its home.
+            where = cwd or ("~" if target else os.getcwd())
             terminal = await self.get_or_create(
-                cwd or os.getcwd(), task_id, provider, settings=settings
+                where, task_id, provider, settings=settings, target=target
             )
-        if isinstance(terminal, ShellTerminal) and settings.fallback_to_subprocess:
+            lost = lost or self._lost.take_for(task_id, provider, terminal.target)
+        if lost is not None:
+            self.entry(terminal.id).notes.append(lost.note(terminal.id))
+        # A remote shell without integration runs there, by heuristics: not here.
+        local = terminal.target is None
+        if isinstance(terminal, ShellTerminal) and local and settings.fallback_to_subprocess:
             ready, why = await integration_in_time(
                 terminal,
                 settings.shell_integration_timeout,
@@ -385,19 +394,8 @@ class TerminalRegistry:
         return render_report(snapshots)
 
     def covered_entries(self, task_id: str | None) -> builtins.list[TerminalEntry]:
-        """The terminals a task's report covers: its own and released ones (every
-        terminal without a task), closed ones with unread output included."""
-
-        def covers(entry: TerminalEntry) -> bool:
-            return (
-                task_id is None
-                or entry.task_id in (task_id, None)
-                or entry.unread.has_unread_for(task_id)  # it moved on; its output did not
-            )
-
-        live = [e for e in self._entries.values() if covers(e)]
-        gone = [e for e in self._closed_unread.values() if covers(e)]
-        return sorted([*live, *gone], key=lambda e: e.terminal.id)
+        """The terminals a task's report covers (:func:`registry.lookup.covered`)."""
+        return covered(self._entries.values(), self._closed_unread.values(), task_id)
 
     # -- terminal events ----------------------------------------------------------
 
@@ -413,6 +411,7 @@ class TerminalRegistry:
         entry.closed()
         if entry.unread.has_unread_completed():
             self._closed_unread[terminal.id] = entry
+        self._lost.remember(terminal, entry.task_id)
         self._wake_reports()
 
 

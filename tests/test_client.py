@@ -14,10 +14,10 @@ import pytest_asyncio
 from protocol.client import (
     InvalidParamsError,
     RegistryClient,
-    SyncRegistryClient,
     TerminalBusyError,
     UnknownTerminalError,
 )
+from protocol.sync_client import SyncRegistryClient
 from registry.processes import tagged_processes
 
 FAST = {"killGraceMs": 500, "hotTimeoutMs": 300}

@@ -49,7 +49,7 @@ async def test_initialize_advertises_the_registry(fresh: StdioServer) -> None:
     result = await fresh.initialize({"hotTimeoutMs": 500, "someFutureSetting": True})
     experimental = result["capabilities"]["experimental"]["terminalRegistry"]
     assert experimental["version"] == 1
-    assert experimental["providers"] == ["shell", "subprocess"]
+    assert experimental["providers"] == ["shell", "subprocess", "ssh", "container"]
     assert any(shell.endswith("bash") for shell in experimental["shells"])
     assert result["serverInfo"]["name"] == "terminal-registry"
     log = await fresh.notification("window/logMessage")

@@ -330,3 +330,40 @@ def test_nothing_is_waiting_before_the_quiet_window(waits: list[Wait], quiet: fl
     sample = group(*(thread(w, tid=i) for i, w in enumerate(waits)))
     screen = Screen(alternate_screen=True, prompt="password: ")
     assert decide(sample, quiet, screen, command_running=True).state not in _WAITING
+
+
+def relay(wait: Wait) -> Sample:
+    """A remote terminal here: the ssh client is the shell and the foreground (a mux
+    client waits on its control socket alone; the master reads the terminal)."""
+    ssh = ProcessState(SHELL, "ssh", (thread(wait),))
+    return Sample(SHELL, SHELL, False, False, (ssh,))
+
+
+RELAYED = Rules(relayed=True)
+
+
+@pytest.mark.parametrize("wait", [Wait.OTHER, Wait.TERMINAL_AND_SOCKET, Wait.TERMINAL])
+def test_a_relayed_command_is_judged_by_the_screen_after_long_quiet(wait: Wait) -> None:
+    sample = relay(wait)
+    early = decide(sample, 0.5, Screen(prompt="continue? "), True, RELAYED)
+    assert (early.state, early.recheck_in) == (TerminalState.RUNNING, 1.5)
+    asked = decide(sample, 2.5, Screen(prompt="continue? "), True, RELAYED)
+    assert (asked.state, asked.certainty) == (TerminalState.WAITING_FOR_INPUT, Certainty.POSSIBLY)
+    assert (asked.prompt, asked.program) == ("continue? ", "ssh")
+    secret = decide(sample, 2.5, Screen(prompt="[sudo] password for me: "), True, RELAYED)
+    assert secret.state is TerminalState.WAITING_FOR_PASSWORD
+    drawing = decide(sample, 2.5, Screen(alternate_screen=True), True, RELAYED)
+    assert (drawing.state, drawing.certainty) == (TerminalState.FULL_SCREEN, Certainty.POSSIBLY)
+    busy = decide(sample, 2.5, Screen(prompt="compiling 45%"), True, RELAYED)
+    assert busy.state is TerminalState.RUNNING
+
+
+def test_a_relayed_terminal_without_a_command_is_idle() -> None:
+    decision = decide(relay(Wait.OTHER), 30.0, Screen(prompt="me@box:~$ "), False, RELAYED)
+    assert decision.state is TerminalState.IDLE
+
+
+def test_a_mux_client_not_known_as_relayed_looks_merely_running() -> None:
+    # Why the registry must say so: the kernel shows only a wait on a socket.
+    decision = decide(relay(Wait.OTHER), 30.0, Screen(prompt="continue? "), True)
+    assert decision.state is TerminalState.RUNNING

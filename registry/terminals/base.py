@@ -16,7 +16,6 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import os
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Self
@@ -24,15 +23,16 @@ from typing import Self
 import psutil
 
 from ..config import Settings
-from ..errors import InvalidCwdError, TerminalBusyError, TerminalClosedError
+from ..errors import TerminalBusyError, TerminalClosedError
 from ..keys import key_bytes
-from ..limits import NO_LIMITS, Limits, RunLimits, enforcement
+from ..limits import NO_LIMITS, Limits, RunLimits, enforcement, kill_joined_since
 from ..listeners import Listeners
 from ..output import BoundedBuffer
-from ..processes import started_since, wait_gone
+from ..processes import wait_gone
 from ..run import RunState, TerminalRun
 from ..waiting import TerminalState, WaitState
 from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement
+from .paths import existing_directory, normalise_path
 
 __all__ = [
     "TERMINAL_TAG_VARIABLE",
@@ -40,16 +40,8 @@ __all__ = [
     "Terminal",
     "TerminalListener",
     "existing_directory",
+    "normalise_path",
 ]
-
-
-def existing_directory(cwd: str) -> str:
-    """``cwd`` made absolute, or :class:`InvalidCwdError` saying what is wrong with it."""
-    path = os.path.abspath(os.path.expanduser(cwd))
-    if not os.path.isdir(path):
-        reason = "does not exist" if not os.path.exists(path) else "is not a directory"
-        raise InvalidCwdError(cwd, reason)
-    return path
 
 
 class IntegrationState(StrEnum):
@@ -120,14 +112,63 @@ class Terminal(abc.ABC):
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
         placement: Placement = NOWHERE,
+        target: str | None = None,
     ) -> Self:
         """Start a terminal in ``cwd``: what the registry's provider table calls.
 
-        ``placement`` says where its processes go (more environment, a cgroup).
+        ``placement`` says where its processes go (more environment, a cgroup);
+        ``target`` is where a remote provider runs it (an ssh destination, a
+        container), and local providers take none.
 
         Raises :class:`InvalidCwdError` for a cwd that is not a directory and
         :class:`SpawnError` when the terminal cannot be started.
         """
+
+    # -- where it runs (remote providers override; see terminals/remote.py) -------
+
+    @classmethod
+    async def locate(cls, cwd: str, target: str | None, settings: Settings) -> tuple[str, str]:
+        """The registry's key for terminals of this provider standing in ``cwd`` on
+        ``target``: (target key, path key).  Checks ``cwd`` where it will be used:
+        here, on this machine (:class:`InvalidCwdError`)."""
+        if target:
+            raise ValueError(f"the {cls.provider} provider runs on this machine: no host")
+        return ("", normalise_path(existing_directory(cwd)))
+
+    def location(self) -> tuple[str, str]:
+        """Where its live cwd is, keyed as :meth:`locate` keys it."""
+        return ("", normalise_path(self._cwd))
+
+    @property
+    def target(self) -> str | None:
+        """Where it runs, as it was asked for; None: on this machine."""
+        return None
+
+    @property
+    def host(self) -> str | None:
+        """The ssh provider: ``user@host`` (``:port`` when not 22)."""
+        return None
+
+    @property
+    def container(self) -> str | None:
+        """The container provider: the container's name or id."""
+        return None
+
+    @property
+    def display_cwd(self) -> str:
+        """The live cwd for people and models: ``ssh://user@host/path`` when remote."""
+        return self._cwd
+
+    @property
+    def reap_command(self) -> list[str] | None:
+        """What ends, from here, what it left where no signal of ours reaches (a
+        host, a container), should the server die (:mod:`registry.ownership`)."""
+        return None
+
+    @property
+    def lost(self) -> str | None:
+        """Why it closed when that was its connection (``connection to HOST lost``)."""
+        return None
 
     # -- identity and state -------------------------------------------------------
 
@@ -377,16 +418,8 @@ class Terminal(abc.ABC):
         await self.kill()
 
     def _kill_run_group(self, run: TerminalRun, keep: set[int]) -> set[int]:
-        """SIGKILL what joined the terminal's cgroup since ``run`` started, but
-        ``keep``; the group frozen meanwhile.  Returns what was killed."""
-        group = self._placement.cgroup
-        if group is None:
-            return set()
-
-        def since_run(members: set[int]) -> set[int]:
-            return {p.pid for p in started_since(members - keep, run.started_boot)}
-
-        return group.kill_where(since_run)
+        """SIGKILL what joined the terminal's cgroup since ``run`` started, but ``keep``."""
+        return kill_joined_since(self._placement.cgroup, run.started_boot, keep)
 
     # -- ending runs on purpose ---------------------------------------------------
 

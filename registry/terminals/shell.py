@@ -58,6 +58,7 @@ class ShellTerminal(ShellProcess):
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
         placement: Placement = NOWHERE,
+        target: str | None = None,
         integration: bool = True,
     ) -> ShellTerminal:
         """Start a shell in ``cwd``. Returns at once; :meth:`ready` awaits start-up.
@@ -65,6 +66,8 @@ class ShellTerminal(ShellProcess):
         Raises :class:`InvalidCwdError` for a cwd that is not a directory and
         :class:`SpawnError` when the shell cannot be started.
         """
+        if target:  # remote shells are terminals/remote.py's
+            raise ValueError("a local shell runs on this machine: no target")
         settings = settings or Settings()
         cwd = existing_directory(cwd)
         shell = shell or settings.default_shell

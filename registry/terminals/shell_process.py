@@ -47,7 +47,7 @@ from ..processes import (
 )
 from ..run import RunState, TerminalRun
 from ..shell import ShellLaunch
-from ..waiting import TerminalState, WaitState
+from ..waiting import TerminalState, WaitState, WatchSettings
 from .children import TERMINAL_TAG_VARIABLE
 from .phases import Phase, PhaseMachine
 from .pty import AsyncPty
@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 
 class ShellProcess(PhaseMachine):
     """A shell on a PTY: its markers, its commands stopped, its end."""
+
+    #: How its wait-state is decided (a remote terminal's is relayed).
+    _watch_settings: WatchSettings | None = None
 
     def __init__(
         self,
@@ -87,6 +90,7 @@ class ShellProcess(PhaseMachine):
             (settings.cols, settings.rows),
             self._command_running,
             self._wait_changed,
+            self._watch_settings,
         )
         #: The wait-state last announced (through _changed), to announce changes only.
         self._announced = self._wait_key()

@@ -108,7 +108,10 @@ class SubprocessTerminal(Terminal):
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
         placement: Placement = NOWHERE,
+        target: str | None = None,
     ) -> SubprocessTerminal:
+        if target:  # commands run on this machine only
+            raise ValueError("the subprocess provider runs on this machine: no target")
         settings = settings or Settings()
         cwd = existing_directory(cwd)
         # No PTY: programs must not draw for a terminal that is not there.

@@ -15,6 +15,11 @@ shared/notes/input-wait-facts.md (39 of 39 cases, no confident false report):
 * A wait set that also holds a socket is a proxy (ssh, docker exec): the far side is
   unknown; after 2 s of quiet only the screen can tell -- alternate screen, or a
   prompt-shaped cursor row -- and the answer is "possibly".
+* A relayed terminal (a remote one: its programs run on an ssh host or in a
+  container, and here there is only the client relaying them -- an ssh mux client
+  waits on its control socket alone, the master reading the terminal for it): what
+  the kernel shows here says nothing of the far side, so a command is judged by the
+  screen alone after 2 s of quiet, "possibly", as for a proxy.
 * A thread reading the terminal while another runs, and a sleeping group whose
   calls cannot be read (setuid sudo/su): "possibly", after longer quiet, the latter
   as a password when echo is off in canonical mode (300 ms).
@@ -87,6 +92,8 @@ class Rules:
     polling_quiet_cap: float = 1.0
     #: Proxies, busy threads, unreadable programs without echo-off: "possibly" after.
     possibly_quiet: float = 2.0
+    #: The terminal is relayed: its commands run elsewhere (a remote terminal).
+    relayed: bool = False
     #: An unreadable (setuid) group with echo off in canonical mode: a password after.
     unreadable_password_quiet: float = 0.3
     #: Look again this soon after a sample that raced a returning call.
@@ -179,7 +186,23 @@ def decide(
         )
     if sample.shell_in_foreground and not command_running:
         return _at_prompt(sample)
+    if rules.relayed and sample.processes:
+        return _relayed(_leader(sample), quiet, screen, rules)
     return _foreground(sample, quiet, screen, rules)
+
+
+def _relayed(relay: ProcessState, quiet: float, screen: ScreenFacts, rules: Rules) -> Decision:
+    """A command runs on the far side of ``relay``: only the screen can tell."""
+    why = f"{relay.name} (pid {relay.pid}) relays a remote terminal"
+    if quiet < rules.possibly_quiet:
+        return Decision(
+            TerminalState.RUNNING,
+            program=relay.name,
+            pid=relay.pid,
+            reason=why,
+            recheck_in=rules.possibly_quiet - quiet,
+        )
+    return _by_screen(relay, screen, Certainty.POSSIBLY, why, echo_off_canonical=False)
 
 
 def _at_prompt(sample: Sample) -> Decision:

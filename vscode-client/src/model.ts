@@ -114,12 +114,23 @@ const STATE_WORDS: Readonly<Record<TerminalState, string>> = {
   idle: 'idle',
 };
 
+/**
+ * Where a remote terminal stands, as the server's environment details say it:
+ * `ssh://user@host/path`, `container://name/path`; null for a terminal of this machine.
+ */
+export function remoteLocation(terminal: Terminal): string | null {
+  if (terminal.host !== undefined) return `ssh://${terminal.host}${terminal.cwd}`;
+  if (terminal.container !== undefined) return `container://${terminal.container}${terminal.cwd}`;
+  return null;
+}
+
 /** The texts of a terminal's tree item. */
 export function describeTerminal(terminal: Terminal, home?: string): TerminalText {
   const state = terminalState(terminal);
-  const cwd = shortenPath(terminal.cwd, home);
+  const remote = remoteLocation(terminal);
+  const cwd = remote ?? shortenPath(terminal.cwd, home);
   const shellName = terminal.shell.split('/').pop() || terminal.shell;
-  const what = terminal.provider === 'shell' ? shellName : 'subprocess';
+  const what = terminal.provider === 'subprocess' ? 'subprocess' : shellName;
   const waiting = terminal.waitingFor ? describeWaiting(terminal.waitingFor) : undefined;
   // A waiting terminal shows its question where the command line would be.
   const detail = waiting ?? terminal.lastCommand;
@@ -129,7 +140,7 @@ export function describeTerminal(terminal: Terminal, home?: string): TerminalTex
       `${terminal.pid !== null ? `, pid ${terminal.pid}` : ''})`,
     `Task: ${terminal.taskId ?? `none (${BACKGROUND_LABEL.toLowerCase()})`}`,
     `State: ${waiting ?? STATE_WORDS[state]}`,
-    `Working directory: ${terminal.cwd}`,
+    `Working directory: ${remote ?? terminal.cwd}`,
     `Shell integration: ${terminal.shellIntegration}`,
     `Last command: ${terminal.lastCommand ?? '(none)'}`,
   ].join('\n');

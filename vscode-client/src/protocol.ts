@@ -10,7 +10,8 @@
 /** The protocol version this client speaks (`capabilities.experimental.terminalRegistry.version`). */
 export const PROTOCOL_VERSION = 1;
 
-export type Provider = 'shell' | 'subprocess';
+/** `ssh` and `container` run the shell elsewhere (docs/remote.md); their paths are the target's. */
+export type Provider = 'shell' | 'subprocess' | 'ssh' | 'container';
 export type ShellIntegration = 'pending' | 'rich' | 'none';
 export type RunState = 'running' | 'completed' | 'timedOut' | 'cancelled' | 'failed';
 /** What a terminal is doing (docs/waiting.md). */
@@ -54,6 +55,10 @@ export interface Terminal {
   pid: number | null;
   /** The running or last command line. */
   lastCommand: string | null;
+  /** Provider `ssh`: `user@host` (`:port` when not 22); `cwd` is a path there. */
+  host?: string;
+  /** Provider `container`: the container's name or id; `cwd` is a path in it. */
+  container?: string;
   /** Added field (older servers: absent): what it is doing. */
   state?: TerminalActivity;
   /** Set while its command waits for input, a password, a key, or a job is stopped. */
@@ -113,6 +118,10 @@ export interface AcquireParams {
   cwd: string;
   taskId?: string | null;
   provider?: Provider;
+  /** A shell over ssh on this host (an alias, `user@host`, `user@host:port`). */
+  host?: string;
+  /** A shell in this running container (docker or podman). */
+  container?: string;
   /** The terminal's own limits from now on. */
   limits?: Limits;
 }
@@ -129,6 +138,9 @@ export interface RunParams {
   /** Answer as soon as the command has started (`state: "running"`). */
   background?: boolean;
   workDoneToken?: string | number;
+  /** As in `AcquireParams`; without `cwd`, the target's home. */
+  host?: string;
+  container?: string;
   /** Answer as soon as the command waits for input (`waitingFor` set); default false. */
   yieldOnInput?: boolean;
   /** This run's limits, over the terminal's and the settings'. */

@@ -125,6 +125,16 @@ test('texts: label, description with the live cwd and last command, full tooltip
   assert.match(sub.tooltip, /^Task: none \(background\)$/m);
   assert.match(sub.tooltip, /^Last command: \(none\)$/m);
 
+  const remote = describeTerminal(
+    makeTerminal({ id: 3, provider: 'ssh', host: 'me@build:2222', cwd: '/home/me/src', shell: '/bin/zsh' }),
+    '/home/me',
+  );
+  assert.equal(remote.label, '3: zsh');
+  assert.equal(remote.description, 'ssh://me@build:2222/home/me/src');
+  assert.match(remote.tooltip, /^Working directory: ssh:\/\/me@build:2222\/home\/me\/src$/m);
+  const boxed = describeTerminal(makeTerminal({ id: 4, provider: 'container', container: 'web', cwd: '/app' }));
+  assert.equal(boxed.description, 'container://web/app');
+
   assert.equal(shortenPath('/home/me', '/home/me'), '~');
   assert.equal(shortenPath('/home/mel/x', '/home/me'), '/home/mel/x');
   assert.equal(shortenPath('/x', '/'), '/x');
