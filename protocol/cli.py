@@ -1,14 +1,15 @@
 """``terminal-registry``: the command line.
 
-``serve`` runs the JSON-RPC server.  ``run``, ``env``, ``list``, ``kill`` and
-``close`` are clients of a server (:mod:`protocol.daemon` says which, starting the
-per-user background server on first use), so that terminals persist from one call to
-the next; ``stop`` ends it.  ``--json`` makes any command print machine-readable
+``serve`` runs the JSON-RPC server; ``mcp`` serves MCP agents over stdio
+(:mod:`protocol.mcp_face`).  ``run``, ``env``, ``list``, ``kill`` and ``close`` are
+clients of a server (:mod:`protocol.daemon` says which, starting the per-user
+background server on first use), so that terminals persist from one call to the
+next; ``stop`` ends it.  ``--json`` makes any command print machine-readable
 JSON, errors included (``{"error": {"code", "message"}}`` on stdout, exit 2).
 
 Every call is a new process, so start-up is what a user waits for: this module and
 the client it talks through (:mod:`protocol.blocking`) import only the standard
-library's light modules; ``serve`` loads the server when it is asked for.
+library's light modules; ``serve`` and ``mcp`` load what they need when asked for.
 """
 
 from __future__ import annotations
@@ -76,6 +77,20 @@ def _serve(args: argparse.Namespace) -> int:
     except (OSError, daemon.BackgroundServerError) as error:
         print(f"terminal-registry serve: {error}", file=sys.stderr)
         return 2
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    # Loaded here: the MCP SDK is an optional dependency and heavy to import.
+    try:
+        from .mcp_face import main as serve_mcp
+    except ImportError as error:
+        print(
+            f"terminal-registry mcp: the MCP SDK is missing ({error}); install it with "
+            "`pip install 'terminal-registry[mcp]'`",
+            file=sys.stderr,
+        )
+        return 2
+    return serve_mcp(args)
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -392,6 +407,30 @@ def _parser() -> argparse.ArgumentParser:
         action.add_argument("terminal_id", type=int, metavar="ID")
 
     commands.add_parser("stop", parents=[common], help="stop the background server")
+
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve the terminals to MCP agents over stdio (needs terminal-registry[mcp])",
+        description="An MCP server over stdio for agents (Claude Code, Codex, Cursor, VS "
+        "Code): run_command, wait_for_command, write_input, send_keys, ... on the per-user "
+        "background server's terminals (see docs/mcp.md).",
+    )
+    place = mcp.add_mutually_exclusive_group()
+    place.add_argument("--socket", help="the server's socket (default: as for `run`)")
+    place.add_argument(
+        "--standalone",
+        action="store_true",
+        help="use a private server that ends, with its terminals, when this does",
+    )
+    mcp.add_argument(
+        "--call-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="the longest a tool call waits on a command before returning its output so "
+        "far (default 30; the command keeps running)",
+    )
+    mcp.add_argument("--log-level", default="WARNING")
     return parser
 
 
@@ -409,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.subcommand == "serve":
         return _serve(args)
+    if args.subcommand == "mcp":
+        return _mcp(args)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:

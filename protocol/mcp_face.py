@@ -1,0 +1,136 @@
+"""``terminal-registry mcp``: the registry's terminals as an MCP server over stdio.
+
+Only wiring lives here.  The MCP side is the official MCP Python SDK's ``MCPServer``
+(its stdio transport, framing, schemas and tool dispatch); the registry side is our
+Python client (:mod:`protocol.client`), connected
+
+* by default to the per-user background server on the default socket, started as the
+  CLI starts it (:func:`protocol.daemon.resolve_socket`), so terminals outlive the agent
+  and are shared with the CLI and the VS Code extension;
+* with ``--socket PATH`` to the server listening there;
+* with ``--standalone`` to a private ``serve --stdio`` child that ends with us.
+
+Who ends what: stdin closing (the agent host went away) or SIGTERM/SIGINT/SIGHUP ends
+the MCP server; a tool call still waiting on a command is cancelled, which interrupts
+that command; the session's task is released, so its terminals stay (idle, or running
+what was started in the background or already handed back as "running") for the next
+session to reuse and to report.  A private server is shut down, closing every terminal.
+See docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+from . import daemon
+from .client import RegistryClient
+from .errors import RegistryError
+from .mcp_session import McpSession, SessionSettings
+from .mcp_tools import INSTRUCTIONS, register
+
+__all__ = ["build_server", "main"]
+
+log = logging.getLogger(__name__)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("terminal-registry")
+    except PackageNotFoundError:
+        return "0"
+
+
+def build_server(session: McpSession) -> MCPServer[McpSession]:
+    """The MCP server: our tools and instructions; the session is its lifespan state."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[McpSession]) -> AsyncIterator[McpSession]:
+        yield session
+
+    timeout = session.settings.call_timeout
+    server: MCPServer[McpSession] = MCPServer(
+        "terminal-registry",
+        title="terminal-registry",
+        description="Real, persistent shells in PTYs with exact exit codes and live cwd.",
+        instructions=INSTRUCTIONS.format(timeout=timeout),
+        version=_version(),
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+    register(server, timeout)
+    return server
+
+
+async def _connect(args: argparse.Namespace) -> RegistryClient:
+    if args.standalone:
+        return await RegistryClient.spawn()
+    path, started = daemon.resolve_socket(args.socket, start=True)
+    if started:
+        print(
+            f"terminal-registry mcp: started a background server on {path} "
+            "(terminals persist; `terminal-registry stop` ends it)",
+            file=sys.stderr,
+        )
+    try:
+        return await RegistryClient.connect(path)
+    except OSError as error:
+        remedy = (
+            f"start one with `terminal-registry serve --socket {path}`"
+            if args.socket
+            else f"see {daemon.log_path(path)}"
+        )
+        raise daemon.BackgroundServerError(
+            f"cannot reach the server at {path} ({error.strerror or error}); {remedy}"
+        ) from None
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    session = McpSession(client, SessionSettings(call_timeout=args.call_timeout))
+    server = build_server(session)
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def on_signal() -> None:
+                with anyio.open_signal_receiver(
+                    signal.SIGTERM, signal.SIGINT, signal.SIGHUP
+                ) as signals:
+                    async for _ in signals:
+                        group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(on_signal)
+            await server.run_stdio_async()  # until stdin closes
+            group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+            # A private server ends with its terminals; on a shared one the task is
+            # released and its terminals stay for the next session.
+            await session.close(release=not args.standalone)
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
+    if args.log_level.upper() != "DEBUG":
+        # pygls logs every error answer it reads with a traceback; the tool reports it.
+        logging.getLogger("pygls").setLevel(logging.CRITICAL)
+    if args.call_timeout <= 0:
+        print("terminal-registry mcp: --call-timeout must be positive", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_serve(args))
+    except (daemon.BackgroundServerError, RegistryError, OSError) as error:
+        print(f"terminal-registry mcp: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,298 @@
+"""What the MCP face knows about commands, learnt from the registry's notifications.
+
+The MCP face is a client of a registry server like any other (docs/mcp.md).  It starts
+every command with ``terminal/run`` in the background, so that what the command prints
+stays "not yet retrieved" until a tool hands it to the model -- also when the model's
+session ends first, the next session's ``environment_details`` reports it -- and follows
+the command through the notifications every client hears: :class:`RunTracker` keeps,
+per terminal, the latest ``Terminal`` state, the run in progress, the last ends and the
+tail of recent output (for progress messages).
+
+Two functions here stand in for requests of "Commands that wait" (issue 8) that have
+not landed: :meth:`RunTracker.wait_end` for ``terminal/wait`` (which will also return
+at a wait for input, and with a whole ``RunResult``) and :func:`key_data` for
+``terminal/sendKeys``.  Nothing else needs to change when they land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import methods
+from .client import RegistryClient
+
+__all__ = ["KEY_NAMES", "RunEnd", "RunTracker", "key_data", "last_line", "signal_name"]
+
+#: Ends remembered (by run id), so a wait that starts after the end still finds it.
+_ENDS_KEPT = 4096
+#: Raw output kept per terminal for progress messages.
+_TAIL_CHARS = 2048
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended, as ``terminal/didEndRun`` said, and when we heard it."""
+
+    run_id: int
+    terminal_id: int
+    state: str
+    exit_code: int | None
+    at: float
+
+
+@dataclass
+class RunStart:
+    run_id: int
+    command: str
+    at: float
+
+
+_FOLLOWED = (
+    methods.DID_OPEN,
+    methods.DID_CHANGE,
+    methods.DID_CLOSE,
+    methods.DID_START_RUN,
+    methods.DID_WRITE,
+    methods.DID_END_RUN,
+)
+
+
+class RunTracker:
+    """Follows every terminal of the server through its notifications."""
+
+    def __init__(self, client: RegistryClient) -> None:
+        self.terminals: dict[int, dict[str, Any]] = {}
+        self.running: dict[int, RunStart] = {}
+        self.last_end: dict[int, RunEnd] = {}
+        self._starts: OrderedDict[int, RunStart] = OrderedDict()
+        self._ends: OrderedDict[int, RunEnd] = OrderedDict()
+        self._tails: dict[int, str] = {}
+        self._waiters: dict[int, list[asyncio.Future[RunEnd | None]]] = {}
+        # Callbacks run as each message is read, so everything the server sent before
+        # an answer is known here before the code awaiting that answer resumes.
+        for method in _FOLLOWED:
+            client.on(method, self._receiver(method))
+
+    def _receiver(self, method: str) -> Callable[[Any], None]:
+        return lambda params: self._handle(method, params)
+
+    # -- what we know ---------------------------------------------------------------
+
+    def note_start(self, run_id: int, terminal_id: int, command: str, at: float) -> None:
+        """A run of ours started at ``at`` (earlier than its didStartRun arrives)."""
+        start = RunStart(run_id, command, at)
+        self._remember(self._starts, run_id, start)
+        if run_id not in self._ends:
+            self.running[terminal_id] = start
+
+    def start_of(self, run_id: int) -> RunStart | None:
+        return self._starts.get(run_id)
+
+    def end_of(self, run_id: int) -> RunEnd | None:
+        return self._ends.get(run_id)
+
+    def last_line(self, terminal_id: int) -> str:
+        return last_line(self._tails.get(terminal_id, ""))
+
+    # -- waiting --------------------------------------------------------------------
+
+    async def wait_end(self, terminal_id: int, run_id: int | None, timeout: float) -> RunEnd | None:
+        """The end of run ``run_id`` (None: of whatever runs in the terminal now).
+
+        Returns None when ``timeout`` passes first (the command goes on) or when the
+        terminal closes without a word about the run.  Stands in for
+        ``terminal/wait`` until "Commands that wait" lands.
+        """
+        if run_id is not None and (end := self._ends.get(run_id)) is not None:
+            return end
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            future: asyncio.Future[RunEnd | None] = loop.create_future()
+            self._waiters.setdefault(terminal_id, []).append(future)
+            try:
+                end = await asyncio.wait_for(future, remaining)
+            except TimeoutError:
+                return None
+            finally:
+                waiters = self._waiters.get(terminal_id)
+                if waiters is not None and future in waiters:
+                    waiters.remove(future)
+            if end is None or run_id is None or end.run_id == run_id:
+                return end
+
+    # -- notifications ----------------------------------------------------------------
+
+    def _handle(self, method: str, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        if method in (methods.DID_OPEN, methods.DID_CHANGE):
+            self.terminals[params["id"]] = params
+        elif method == methods.DID_WRITE:
+            if params.get("runId") is not None:
+                terminal_id = params["terminalId"]
+                tail = self._tails.get(terminal_id, "") + params["data"]
+                self._tails[terminal_id] = tail[-_TAIL_CHARS:]
+        elif method == methods.DID_START_RUN:
+            terminal_id = params["terminalId"]
+            start = self._starts.get(params["runId"])
+            if start is None:
+                start = RunStart(params["runId"], params["commandLine"], time.monotonic())
+                self._remember(self._starts, start.run_id, start)
+            self.running[terminal_id] = start
+            self._tails.pop(terminal_id, None)
+        elif method == methods.DID_END_RUN:
+            end = RunEnd(
+                params["runId"],
+                params["terminalId"],
+                params["state"],
+                params.get("exitCode"),
+                time.monotonic(),
+            )
+            self._remember(self._ends, end.run_id, end)
+            self.last_end[end.terminal_id] = end
+            current = self.running.get(end.terminal_id)
+            if current is not None and current.run_id == end.run_id:
+                del self.running[end.terminal_id]
+            self._wake(end.terminal_id, end)
+        elif method == methods.DID_CLOSE:
+            terminal_id = params["terminalId"]
+            self.running.pop(terminal_id, None)
+            self._tails.pop(terminal_id, None)
+            info = self.terminals.get(terminal_id)
+            if info is not None:
+                info["closed"] = True
+            self._wake(terminal_id, None)
+
+    def _wake(self, terminal_id: int, end: RunEnd | None) -> None:
+        for waiter in self._waiters.pop(terminal_id, []):
+            if not waiter.done():
+                waiter.set_result(end)
+
+    @staticmethod
+    def _remember(table: OrderedDict[int, Any], key: int, value: Any) -> None:
+        table[key] = value
+        while len(table) > _ENDS_KEPT:
+            table.popitem(last=False)
+
+
+# -- small pure helpers -------------------------------------------------------------------
+
+
+def signal_name(exit_code: int | None) -> str | None:
+    """``SIGINT`` for 130: the shell's 128+N convention, as ``RunResult.signal``."""
+    if exit_code is None or not 128 < exit_code <= 128 + 64:
+        return None
+    try:
+        return signal.Signals(exit_code - 128).name
+    except ValueError:
+        return None
+
+
+#: Escape sequences (CSI, OSC, two-byte ESC) and other control characters, for the
+#: one-line progress message only -- the output the model reads is cleaned by the server.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]"
+)
+
+
+def last_line(raw: str) -> str:
+    """The last non-blank line of raw terminal output, as a person would see it."""
+    for line in reversed(raw.replace("\r\n", "\n").split("\n")):
+        # A carriage return without a newline overwrites the line (progress bars).
+        text = _CONTROL.sub("", line.rsplit("\r", 1)[-1]).strip()
+        if text:
+            return text
+    return ""
+
+
+# -- keys (terminal/sendKeys, until it lands) ------------------------------------------------
+
+_NAMED: dict[str, str] = {
+    "enter": "\r",
+    "return": "\r",
+    "tab": "\t",
+    "escape": "\x1b",
+    "esc": "\x1b",
+    "space": " ",
+    "backspace": "\x7f",
+    "up": "\x1b[A",
+    "down": "\x1b[B",
+    "right": "\x1b[C",
+    "left": "\x1b[D",
+    "home": "\x1b[H",
+    "end": "\x1b[F",
+    "pageup": "\x1b[5~",
+    "pagedown": "\x1b[6~",
+    "insert": "\x1b[2~",
+    "delete": "\x1b[3~",
+    "f1": "\x1bOP",
+    "f2": "\x1bOQ",
+    "f3": "\x1bOR",
+    "f4": "\x1bOS",
+    "f5": "\x1b[15~",
+    "f6": "\x1b[17~",
+    "f7": "\x1b[18~",
+    "f8": "\x1b[19~",
+    "f9": "\x1b[20~",
+    "f10": "\x1b[21~",
+    "f11": "\x1b[23~",
+    "f12": "\x1b[24~",
+}
+
+#: The names send_keys knows, for its description and its errors.
+KEY_NAMES = (
+    "Enter, Tab, Escape, Space, Backspace, Up, Down, Left, Right, Home, End, PageUp, "
+    "PageDown, Insert, Delete, F1-F12, C-<key> (Ctrl, e.g. C-c, C-d, C-z), M-<key> (Alt)"
+)
+
+_CTRL = re.compile(r"(?:c-|ctrl[-+]|\^)(.)", re.IGNORECASE)
+_ALT = re.compile(r"(?:m-|alt[-+])(.+)", re.IGNORECASE)
+
+
+def key_data(keys: list[str]) -> str:
+    """The bytes a terminal sends for ``keys``: named keys, C-x, M-x, else the text itself.
+
+    Arrow keys are sent in normal cursor mode (``ESC [ A``), which shells, pagers and
+    most full-screen programs accept.  Replaced by ``terminal/sendKeys`` (which follows
+    the terminal's application cursor mode) when "Commands that wait" lands.
+    """
+    if not keys:
+        raise ValueError(f"keys is empty: give at least one key ({KEY_NAMES}) or some text")
+    return "".join(_one_key(key) for key in keys)
+
+
+def _one_key(key: str) -> str:
+    if not key:
+        raise ValueError("keys contains an empty string: give a key name or some text")
+    named = _NAMED.get(key.lower().replace("_", "").replace(" ", ""))
+    if named is not None:
+        return named
+    ctrl = _CTRL.fullmatch(key)
+    if ctrl is not None:
+        return _ctrl(ctrl.group(1), key)
+    alt = _ALT.fullmatch(key)
+    if alt is not None:
+        return "\x1b" + _one_key(alt.group(1)) if len(alt.group(1)) > 1 else "\x1b" + alt.group(1)
+    return key
+
+
+def _ctrl(char: str, key: str) -> str:
+    upper = char.upper()
+    if "@" <= upper <= "_":  # C-@ .. C-_, letters among them: the ASCII control codes
+        return chr(ord(upper) - 64)
+    if char == "?":
+        return "\x7f"
+    if char == " ":
+        return "\x00"
+    raise ValueError(f"{key!r} is not a control key: use C- with a letter or one of @[\\]^_?")

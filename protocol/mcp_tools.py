@@ -1,0 +1,420 @@
+"""The MCP tools: module-level functions over :class:`~protocol.mcp_session.McpSession`.
+
+Each tool takes the MCP request context first (the SDK injects it; the session is the
+server's lifespan state), checks nothing the registry checks itself, makes one or two
+calls through the Python client, and answers with :mod:`protocol.mcp_results`.  A
+registry error becomes a tool error (``isError``) whose text says what was wrong and
+what to do instead.  :func:`register` adds them all, with descriptions written for a
+model, to an ``MCPServer``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from .errors import RegistryError
+from .mcp_results import (
+    CloseResult,
+    CommandResult,
+    EnvironmentResult,
+    InputResult,
+    KillResult,
+    TerminalList,
+    render_close,
+    render_command,
+    render_environment,
+    render_input,
+    render_kill,
+    render_terminals,
+    tool_result,
+)
+from .mcp_runs import KEY_NAMES, key_data
+from .mcp_session import McpSession, explain
+
+__all__ = ["INSTRUCTIONS", "register"]
+
+INSTRUCTIONS = (
+    "These tools run commands in real, persistent shells (bash, zsh or fish in a PTY) owned "
+    "by terminal-registry, which a person can watch live in VS Code or with "
+    "`terminal-registry list`; terminals outlive this session. Your terminals belong to "
+    "this session's task (pass task_id only to share another's), and run_command reuses an "
+    "idle terminal of the task standing in the requested cwd, so omit cwd to continue where "
+    "your previous command left the shell (a `cd` carries over) or give an absolute path. "
+    "A call returns after at most {timeout:g} s: a command still running keeps running "
+    "with nothing lost, and wait_for_command, read_output, write_input, send_keys and "
+    "kill_command follow it by its terminal_id."
+)
+
+TerminalId = Annotated[
+    int, Field(ge=1, description="The terminal, as given by run_command or list_terminals.")
+]
+OptionalTask = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        description="Another task's id instead of this session's (rarely needed).",
+    ),
+]
+
+
+def _session(ctx: Context) -> McpSession:
+    session = ctx.request_context.lifespan_context
+    assert isinstance(session, McpSession)
+    return session
+
+
+def _task(ctx: Context, given: str | None) -> str:
+    if given:
+        return given
+    params = ctx.session.client_params
+    return _session(ctx).task_id(params.client_info.name if params is not None else None)
+
+
+def _progress(ctx: Context) -> Callable[[float, str], Awaitable[None]] | None:
+    """A reporter when the client asked for progress (sent a progress token)."""
+    meta: Any = ctx.request_context.meta
+    if not meta or meta.get("progress_token") is None:
+        return None
+
+    async def report(elapsed: float, message: str) -> None:
+        await ctx.report_progress(round(elapsed, 1), None, message)
+
+    return report
+
+
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """Registry errors and bad values as tool errors (isError) the model can act on."""
+    try:
+        yield
+    except RegistryError as error:
+        raise ToolError(explain(error)) from None
+    except ValueError as error:
+        raise ToolError(str(error)) from None
+
+
+def _wait_bound(session: McpSession, asked: float | None) -> float:
+    bound = session.settings.call_timeout
+    return bound if asked is None else min(asked, bound)
+
+
+# -- the tools ---------------------------------------------------------------------------
+
+
+async def run_command(
+    ctx: Context,
+    command: Annotated[
+        str,
+        Field(
+            min_length=1,
+            description="The command line as typed at a prompt: pipes, &&, several lines "
+            "are fine. Do not end it with & (use background).",
+        ),
+    ],
+    cwd: Annotated[
+        str | None,
+        Field(
+            description="Directory to run in: absolute, or relative to the directory this "
+            "server started in (~ works). Omit to continue where your previous command "
+            "left the shell."
+        ),
+    ] = None,
+    timeout_seconds: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            le=2_000_000,
+            description="End the command (Ctrl-C, then its process tree) after this many "
+            "seconds. Omit for no limit; the call itself returns early either way.",
+        ),
+    ] = None,
+    background: Annotated[
+        bool,
+        Field(
+            description="Return as soon as it has started: for servers, watchers and long "
+            "builds. Follow it with read_output, wait_for_command or environment_details."
+        ),
+    ] = False,
+    yield_on_input: Annotated[
+        bool,
+        Field(
+            description="Return as soon as the command waits for input (a prompt, a "
+            "password, a pager), where the server can tell, so you can answer it."
+        ),
+    ] = True,
+    terminal_id: Annotated[
+        int | None,
+        Field(ge=1, description="Run in this idle terminal instead of choosing one by cwd."),
+    ] = None,
+    task_id: OptionalTask = None,
+) -> Annotated[CallToolResult, CommandResult]:
+    session = _session(ctx)
+    task = _task(ctx, task_id)
+    with _tool_errors():
+        terminal, run_id, note = await session.start(
+            command, task=task, cwd=cwd, terminal_id=terminal_id, timeout=timeout_seconds
+        )
+        end = None
+        if not background:
+            # yield_on_input goes to terminal/wait once "Commands that wait" lands.
+            end = await session.follow(
+                terminal, run_id, session.settings.call_timeout, _progress(ctx)
+            )
+        result = await session.result(terminal, run_id, end, read=not background)
+    result.note = result.note or note
+    if background:
+        result.next_step = (
+            f"Started in the background in terminal {terminal}: read_output shows its "
+            "output, wait_for_command waits for it, kill_command stops it, and "
+            "environment_details reports it once it ends."
+        )
+    return tool_result(render_command(result, show_output=not background), result)
+
+
+async def wait_for_command(
+    ctx: Context,
+    terminal_id: TerminalId,
+    max_wait_seconds: Annotated[
+        float | None,
+        Field(gt=0, description="Wait at most this long (capped by the server's call limit)."),
+    ] = None,
+) -> Annotated[CallToolResult, CommandResult]:
+    session = _session(ctx)
+    tracker = session.tracker
+    with _tool_errors():
+        # Notifications are handled as they are read: whatever ended before this answer
+        # is in the tracker now, and a wait registered before the next await misses nothing.
+        info = await session.client.get(terminal_id)
+        current = tracker.running.get(terminal_id)
+        run_id = current.run_id if current is not None else None
+        if info.busy:
+            wait = _wait_bound(session, max_wait_seconds)
+            end = await session.follow(terminal_id, run_id, wait, _progress(ctx))
+        else:
+            end = tracker.last_end.get(terminal_id)
+        result = await session.result(terminal_id, run_id, end)
+    return tool_result(render_command(result), result)
+
+
+async def write_input(
+    ctx: Context,
+    terminal_id: TerminalId,
+    text: Annotated[str, Field(description="What to type, e.g. y, a name, a password.")],
+    press_enter: Annotated[bool, Field(description="Press Enter after the text.")] = True,
+) -> Annotated[CallToolResult, InputResult]:
+    data = text + ("\r" if press_enter else "")
+    return await _send(ctx, terminal_id, data)
+
+
+async def send_keys(
+    ctx: Context,
+    terminal_id: TerminalId,
+    keys: Annotated[
+        list[str],
+        Field(
+            min_length=1,
+            description=f"Keys in order: {KEY_NAMES}; any other string is typed as it is.",
+        ),
+    ],
+) -> Annotated[CallToolResult, InputResult]:
+    with _tool_errors():
+        data = key_data(keys)  # terminal/sendKeys once "Commands that wait" lands
+    return await _send(ctx, terminal_id, data)
+
+
+async def _send(ctx: Context, terminal_id: int, data: str) -> CallToolResult:
+    session = _session(ctx)
+    with _tool_errors():
+        if not data:
+            raise ValueError("nothing to send: text is empty and press_enter is false")
+        info = await session.client.get(terminal_id)
+        await session.client.write(terminal_id, data)
+    step = (
+        f"Call wait_for_command with terminal_id {terminal_id} to see what the command "
+        "does with it."
+        if info.busy
+        else "No command was running: the shell itself received it (a command line "
+        "typed at the prompt runs when Enter is pressed)."
+    )
+    sent = repr(data)[1:-1]  # Enter shows as \r, Escape as \x1b
+    result = InputResult(terminal_id=terminal_id, sent=sent, busy=info.busy, next_step=step)
+    return tool_result(render_input(result), result)
+
+
+async def read_output(
+    ctx: Context, terminal_id: TerminalId
+) -> Annotated[CallToolResult, CommandResult]:
+    session = _session(ctx)
+    with _tool_errors():
+        await session.client.get(terminal_id)  # an unknown id is an error, not "no output"
+        end = None
+        if terminal_id not in session.tracker.running:
+            end = session.tracker.last_end.get(terminal_id)
+        result = await session.result(terminal_id, None, end)
+    return tool_result(render_command(result, output_label="new output"), result)
+
+
+async def list_terminals(
+    ctx: Context,
+    only_mine: Annotated[bool, Field(description="Only this session's terminals.")] = False,
+    task_id: Annotated[
+        str | None, Field(min_length=1, description="Only this task's terminals.")
+    ] = None,
+) -> Annotated[CallToolResult, TerminalList]:
+    session = _session(ctx)
+    task = _task(ctx, None)
+    with _tool_errors():
+        infos = await session.client.list(task if only_mine else task_id)
+    result = TerminalList(task_id=task, terminals=[session.summary(t, task) for t in infos])
+    return tool_result(render_terminals(result), result)
+
+
+async def kill_command(
+    ctx: Context, terminal_id: TerminalId
+) -> Annotated[CallToolResult, KillResult]:
+    session = _session(ctx)
+    with _tool_errors():
+        info = await session.client.get(terminal_id)
+        if not info.busy:
+            result = KillResult(terminal_id=terminal_id, killed=False, result=None)
+            return tool_result(render_kill(result), result)
+        current = session.tracker.running.get(terminal_id)
+        run_id = current.run_id if current is not None else None
+        end = await session.interrupt(terminal_id, run_id)
+        command = await session.result(terminal_id, run_id, end)
+    result = KillResult(terminal_id=terminal_id, killed=True, result=command)
+    return tool_result(render_kill(result), result)
+
+
+async def close_terminal(
+    ctx: Context, terminal_id: TerminalId
+) -> Annotated[CallToolResult, CloseResult]:
+    session = _session(ctx)
+    with _tool_errors():
+        await session.client.close_terminal(terminal_id)
+    result = CloseResult(terminal_id=terminal_id, closed=True)
+    return tool_result(render_close(result), result)
+
+
+async def environment_details(
+    ctx: Context, task_id: OptionalTask = None
+) -> Annotated[CallToolResult, EnvironmentResult]:
+    session = _session(ctx)
+    task = _task(ctx, task_id)
+    cooldown = min(5.0, session.settings.call_timeout)
+    with _tool_errors():
+        details = await session.client.environment_details(task, cooldown_timeout=cooldown)
+    result = EnvironmentResult(
+        task_id=task,
+        markdown=details.markdown,
+        terminals=[session.summary(t, task) for t in details.terminals],
+    )
+    return tool_result(render_environment(result), result)
+
+
+# -- registration ----------------------------------------------------------------------------
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
+_ENDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+
+#: name -> (function, title, annotations, description with {timeout}).
+TOOLS: dict[str, tuple[Callable[..., Any], str, ToolAnnotations, str]] = {
+    "run_command": (
+        run_command,
+        "Run a shell command",
+        _ACTS,
+        "Run a shell command in a real, persistent terminal and get its exit code, the "
+        "directory the shell stands in afterwards, how long it took and its output (long "
+        "output keeps its head and tail). A command goes to an idle terminal of your task "
+        "standing in cwd, so `cd`, exported variables and activated environments carry "
+        "over between calls. The call returns after at most {timeout:g} s: a longer "
+        'command keeps running and you get its output so far with state "running"; '
+        "then call wait_for_command. Use background for servers and watchers. One command "
+        "at a time per terminal; commands in different terminals run in parallel.",
+    ),
+    "wait_for_command": (
+        wait_for_command,
+        "Wait for a running command",
+        _READ_ONLY,
+        "Wait for the command running in a terminal to end; get its exit code, cwd after "
+        "and the output you have not seen yet. Returns after at most {timeout:g} s with "
+        'state "running" and the output so far if it is still going: call it again to '
+        "keep waiting. On a terminal whose command already ended, returns that end.",
+    ),
+    "write_input": (
+        write_input,
+        "Type into a terminal",
+        _ACTS,
+        "Type text into a terminal as a person would: answers a prompt of the running "
+        "command such as [Y/n], Password: or Name:. Enter is pressed after it unless "
+        "press_enter is false. Then call wait_for_command to see what the command did "
+        "with it. For Ctrl-C, arrows, Escape or q in a pager use send_keys.",
+    ),
+    "send_keys": (
+        send_keys,
+        "Press keys in a terminal",
+        _ACTS,
+        'Press keys in a terminal, in order: named keys and plain text, e.g. ["q"] to '
+        'leave a pager, ["C-c"] to interrupt, ["Escape", ":q!", "Enter"] to quit '
+        'vim, ["Down", "Enter"] in a menu. Then call wait_for_command or read_output.',
+    ),
+    "read_output": (
+        read_output,
+        "Read a terminal's new output",
+        _READ_ONLY,
+        "Get the output of a terminal you have not seen yet (a running command's "
+        "complete lines so far, or an ended command's output) with its state and cwd. "
+        "Does not wait: wait_for_command does.",
+    ),
+    "list_terminals": (
+        list_terminals,
+        "List terminals",
+        _READ_ONLY,
+        "List the terminals: id, busy or idle, cwd, last command, and the task each "
+        "belongs to (yours are marked). Includes those of other sessions and of people "
+        "using the CLI or VS Code.",
+    ),
+    "kill_command": (
+        kill_command,
+        "Stop a running command",
+        _ENDS,
+        "Interrupt the command running in a terminal: Ctrl-C, then SIGTERM and SIGKILL to "
+        "its whole process tree. The terminal stays open for the next command. Returns "
+        "how the command ended and its remaining output.",
+    ),
+    "close_terminal": (
+        close_terminal,
+        "Close a terminal",
+        _ENDS,
+        "Close a terminal: its shell and every process started in it end, background jobs "
+        "included. Idle terminals are otherwise kept for reuse.",
+    ),
+    "environment_details": (
+        environment_details,
+        "What your terminals did",
+        _READ_ONLY,
+        "Report what your terminals did that you have not seen: commands still running, "
+        "and ended background commands with exit codes and new output; terminals an "
+        "earlier session released are included. Call it after background work or at the "
+        "start of a session. Waits up to 5 s for terminals still printing to settle.",
+    ),
+}
+
+
+def register(server: MCPServer[Any], call_timeout: float) -> None:
+    for name, (fn, title, hints, description) in TOOLS.items():
+        server.add_tool(
+            fn,
+            name=name,
+            title=title,
+            description=description.format(timeout=call_timeout),
+            annotations=hints,
+        )
