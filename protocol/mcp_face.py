@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -40,6 +41,9 @@ from .mcp_tools import INSTRUCTIONS, register
 __all__ = ["build_server", "main"]
 
 log = logging.getLogger(__name__)
+
+#: Bound on ending: interrupting waited-on commands, releasing, closing a private server.
+_CLOSE_TIMEOUT = 30.0
 
 
 def _version() -> str:
@@ -99,26 +103,33 @@ async def _serve(args: argparse.Namespace) -> int:
     client = await _connect(args)
     session = McpSession(client, SessionSettings(call_timeout=args.call_timeout))
     server = build_server(session)
-    try:
-        async with anyio.create_task_group() as group:
-
-            async def on_signal() -> None:
-                with anyio.open_signal_receiver(
-                    signal.SIGTERM, signal.SIGINT, signal.SIGHUP
-                ) as signals:
-                    async for _ in signals:
-                        group.cancel_scope.cancel()
-                        return
-
-            group.start_soon(on_signal)
+    # A private server ends with its terminals; on a shared one the session's task is
+    # released and its terminals stay for the next session.
+    release = not args.standalone
+    async with anyio.create_task_group() as group:
+        group.start_soon(_stop_on_signal, session, release)
+        try:
             await server.run_stdio_async()  # until stdin closes
-            group.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-            # A private server ends with its terminals; on a shared one the task is
-            # released and its terminals stay for the next session.
-            await session.close(release=not args.standalone)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
+                await session.close(release=release)
+        group.cancel_scope.cancel()
     return 0
+
+
+async def _stop_on_signal(session: McpSession, release: bool) -> None:
+    """SIGTERM, SIGINT, SIGHUP: end what a closed stdin would end, then die of the signal.
+
+    Not by cancelling the server: the SDK reads stdin in a worker thread that no
+    cancellation stops, so the server cannot finish while its stdin stays open.
+    """
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            with anyio.move_on_after(_CLOSE_TIMEOUT):
+                await session.stop(release=release)
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
 
 
 def main(args: argparse.Namespace) -> int:

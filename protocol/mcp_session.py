@@ -55,6 +55,8 @@ class McpSession:
         self._task_id: str | None = None
         #: task -> the terminal its last command ran in.
         self._last_terminal: dict[str, int] = {}
+        #: terminal -> the run a tool call is waiting on there (None: whatever runs).
+        self._waited: dict[int, int | None] = {}
 
     # -- the task ---------------------------------------------------------------------
 
@@ -142,6 +144,7 @@ class McpSession:
             if progress is not None
             else None
         )
+        self._waited[terminal_id] = run_id
         try:
             return await self.tracker.wait_end(terminal_id, run_id, wait)
         except anyio.get_cancelled_exc_class():
@@ -151,6 +154,7 @@ class McpSession:
                 await self.interrupt(terminal_id, run_id)
             raise
         finally:
+            self._waited.pop(terminal_id, None)
             if reporter is not None:
                 reporter.cancel()
 
@@ -229,6 +233,13 @@ class McpSession:
         return result
 
     # -- ending ----------------------------------------------------------------------------
+
+    async def stop(self, *, release: bool) -> None:
+        """Interrupt the commands tool calls are waiting on, then :meth:`close`: what
+        cancelling those calls would do, for when they cannot be cancelled."""
+        for terminal_id, run_id in list(self._waited.items()):
+            await self.interrupt(terminal_id, run_id)
+        await self.close(release=release)
 
     async def close(self, *, release: bool) -> None:
         """Release the session's task (its terminals live on for the next session)."""
