@@ -435,9 +435,10 @@ async def test_keys_and_kill(agent: Agent, output: Output, tmp_path: Path) -> No
 
 
 async def _killed_agent(
-    env: dict[str, str], cwd: Path, *args: str
+    env: dict[str, str], cwd: Path, *args: str, victim: str = "client"
 ) -> tuple[dict[str, Any], list[psutil.Process]]:
-    """Run tests/fixtures/mcp_agent.py, then SIGKILL it; its report and the MCP server's tree."""
+    """Run tests/fixtures/mcp_agent.py, then SIGKILL it (``victim="client"``) or SIGTERM
+    its MCP server (``"server"``); the agent's report and the MCP server's tree."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(AGENT),
@@ -454,6 +455,9 @@ async def _killed_agent(
         report = json.loads(line)
         server = psutil.Process(report["mcp_pid"])
         tree = [server, *server.children(recursive=True)]
+        if victim == "server":
+            server.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(_until_gone, [server])
     finally:
         process.send_signal(signal.SIGKILL)
         await process.wait()
@@ -464,18 +468,25 @@ async def test_no_process_outlives_a_killed_client_of_a_standalone_server(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     _, tree = await _killed_agent(env, tmp_path, "--standalone")
-    # The MCP server, its private server, the shell and `sleep 300`.
+    # The MCP server, its private server, the shell (and `sleep 300` once it started).
     assert len(tree) >= 3
     # Its stdin is at EOF: it ends, and with it every process it started.
     assert await asyncio.to_thread(_until_gone, tree) == []
 
 
-async def test_a_killed_clients_terminals_stay_with_the_shared_server(
-    agent: Agent, rpc: RegistryClient, env: dict[str, str], socket_path: str, tmp_path: Path
+@pytest.mark.parametrize("victim", ["client", "server"])
+async def test_terminals_stay_with_the_shared_server_released(
+    agent: Agent,
+    rpc: RegistryClient,
+    env: dict[str, str],
+    socket_path: str,
+    tmp_path: Path,
+    victim: str,
 ) -> None:
+    """The client SIGKILLed (the MCP server's stdin at EOF), or the MCP server SIGTERMed."""
     changes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     rpc.on(methods.DID_CHANGE, changes.put_nowait)
-    report, tree = await _killed_agent(env, tmp_path, "--socket", socket_path)
+    report, tree = await _killed_agent(env, tmp_path, "--socket", socket_path, victim=victim)
     assert report["task_id"].startswith("killed-agent-")
     # The MCP server alone: the terminals are the shared server's.
     assert await asyncio.to_thread(_until_gone, tree) == []
