@@ -28,14 +28,17 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any, cast
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
 
 from . import daemon
 from .client import RegistryClient
 from .errors import RegistryError
 from .mcp_session import McpSession, SessionSettings
+from .mcp_stdio import open_stdio
 from .mcp_tools import INSTRUCTIONS, register
 
 __all__ = ["build_server", "main"]
@@ -109,7 +112,7 @@ async def _serve(args: argparse.Namespace) -> int:
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, session, release)
         try:
-            await server.run_stdio_async()  # until stdin closes
+            await _run_stdio(server)  # until stdin closes
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
                 await session.close(release=release)
@@ -117,11 +120,29 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _run_stdio(server: MCPServer[McpSession]) -> None:
+    """What ``server.run_stdio_async()`` does, on the event loop's own pipes.
+
+    The SDK's transport and framing (``stdio_server``), given streams without worker
+    threads (:mod:`protocol.mcp_stdio`).  ``MCPServer`` has no public way to run on
+    given streams, so this reaches for its low-level server as the SDK's own in-memory
+    client does; an SDK without that attribute gets its threaded default.
+    """
+    lowlevel: Any = getattr(server, "_lowlevel_server", None)
+    if lowlevel is None:
+        await server.run_stdio_async()
+        return
+    stdin, stdout = await open_stdio()
+    async with stdio_server(stdin=cast(Any, stdin), stdout=cast(Any, stdout)) as (read, write):
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+
 async def _stop_on_signal(session: McpSession, release: bool) -> None:
     """SIGTERM, SIGINT, SIGHUP: end what a closed stdin would end, then die of the signal.
 
-    Not by cancelling the server: the SDK reads stdin in a worker thread that no
-    cancellation stops, so the server cannot finish while its stdin stays open.
+    Not by cancelling the server: with the SDK's default transport, stdin is read in a
+    worker thread that no cancellation stops, so the server cannot finish while its
+    stdin stays open.
     """
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:

@@ -74,6 +74,8 @@ class RunTracker:
         self._starts: OrderedDict[int, RunStart] = OrderedDict()
         self._ends: OrderedDict[int, RunEnd] = OrderedDict()
         self._tails: dict[int, str] = {}
+        #: Runs that printed something (didWrite with their runId).
+        self._printed: OrderedDict[int, bool] = OrderedDict()
         self._waiters: dict[int, list[asyncio.Future[RunEnd | None]]] = {}
         # Callbacks run as each message is read, so everything the server sent before
         # an answer is known here before the code awaiting that answer resumes.
@@ -100,6 +102,11 @@ class RunTracker:
 
     def last_line(self, terminal_id: int) -> str:
         return last_line(self._tails.get(terminal_id, ""))
+
+    def printed(self, run_id: int) -> bool:
+        """Whether the run printed anything.  Once it has ended this is final: the
+        server sends all of a run's output before its didEndRun."""
+        return run_id in self._printed
 
     # -- waiting --------------------------------------------------------------------
 
@@ -140,6 +147,8 @@ class RunTracker:
             self.terminals[params["id"]] = params
         elif method == methods.DID_WRITE:
             if params.get("runId") is not None:
+                if params["runId"] not in self._printed:
+                    self._remember(self._printed, params["runId"], True)
                 terminal_id = params["terminalId"]
                 tail = self._tails.get(terminal_id, "") + params["data"]
                 self._tails[terminal_id] = tail[-_TAIL_CHARS:]

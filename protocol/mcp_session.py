@@ -182,10 +182,14 @@ class McpSession:
         """The command as the model should see it: state, exit code, cwd, new output.
 
         With ``read`` false the output is left unread (for read_output and
-        environment_details later): a background start reports no output.
+        environment_details later): a background start reports no output.  A given
+        run that ended without printing a byte costs no ``terminal/output`` request.
         """
+        if end is None and run_id is not None:
+            end = self.tracker.end_of(run_id)
+        silent = run_id is not None and end is not None and not self.tracker.printed(run_id)
         output = ""
-        if read:
+        if read and not silent:
             # A closed terminal whose last output was already taken is unknown now.
             with contextlib.suppress(UnknownTerminalError):
                 output = await self.client.output(terminal_id)
@@ -201,8 +205,6 @@ class McpSession:
         start = self.tracker.start_of(run_id) if run_id is not None else None
         command = start.command if start is not None else info.get("lastCommand")
         note = None
-        if end is None and run_id is not None:
-            end = self.tracker.end_of(run_id)
         if end is not None:
             state = end.state
             exit_code = end.exit_code

@@ -1,0 +1,156 @@
+"""Benchmark: a command through the MCP face against the same command through our client.
+
+One registry server on a private socket (started once, stopped after), and two clients
+of it in this process, each with a warm terminal of its own:
+
+(a) ``terminal/run true`` through the Python client (``RegistryClient.run``): one
+    JSON-RPC request, answered when the command has ended -- the baseline;
+(b) ``run_command true`` through ``terminal-registry mcp --socket PATH``, driven by the
+    MCP SDK's ``ClientSession`` over stdio: the MCP hop, then the face's own work (a
+    background ``terminal/run``, the ``didEndRun`` it waits for; a run that printed
+    nothing needs no ``terminal/output``);
+(a2), (b2): the same with ``echo hi``, whose output costs the face one more request;
+(c), (d), informational: ``terminal/list`` against the ``list_terminals`` tool, the
+    cost of the MCP hop alone.
+
+Interleaved round by round (the order reversed every other round) so machine noise
+falls on all alike; medians, p90 and the ratios (b)/(a), (b2)/(a2) and (d)/(c) are
+printed, nothing is asserted (target for (b)/(a): <= 1.5x).
+
+    python3 bench/bench_mcp.py [--n 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from protocol import daemon
+from protocol.client import RegistryClient
+
+perf = time.perf_counter
+
+
+def p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[-1]
+
+
+async def timed(call: Callable[[], Awaitable[object]]) -> float:
+    start = perf()
+    await call()
+    return perf() - start
+
+
+async def bench(n: int, socket_path: str, home: str, env: dict[str, str]) -> None:
+    rpc_cwd = os.path.join(home, "rpc")
+    mcp_cwd = os.path.join(home, "mcp")
+    os.mkdir(rpc_cwd)
+    os.mkdir(mcp_cwd)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "protocol.cli", "mcp", "--socket", socket_path],
+        env=env,
+    )
+    client = await RegistryClient.connect(socket_path)
+    try:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+
+            async def rpc_run() -> None:
+                result = await client.run("true", cwd=rpc_cwd, task_id="bench-rpc")
+                assert result.exit_code == 0, result
+
+            async def mcp_run() -> None:
+                result = await session.call_tool("run_command", {"command": "true", "cwd": mcp_cwd})
+                assert not result.is_error, result
+                assert result.structured_content is not None
+                assert result.structured_content["exit_code"] == 0, result
+
+            async def rpc_echo() -> None:
+                result = await client.run("echo hi", cwd=rpc_cwd, task_id="bench-rpc")
+                assert result.output == "hi\n", result
+
+            async def mcp_echo() -> None:
+                result = await session.call_tool(
+                    "run_command", {"command": "echo hi", "cwd": mcp_cwd}
+                )
+                assert result.structured_content is not None
+                assert result.structured_content["output"] == "hi", result
+
+            async def rpc_list() -> None:
+                await client.list()
+
+            async def mcp_list() -> None:
+                await session.call_tool("list_terminals", {})
+
+            cases = {
+                "(a) terminal/run true, Python client": rpc_run,
+                "(b) run_command true, MCP": mcp_run,
+                "(a2) terminal/run echo hi, Python client": rpc_echo,
+                "(b2) run_command echo hi, MCP": mcp_echo,
+                "(c) terminal/list, Python client": rpc_list,
+                "(d) list_terminals, MCP": mcp_list,
+            }
+            for call in cases.values():  # warm: shells started, code paths loaded
+                for _ in range(5):
+                    await call()
+            times: dict[str, list[float]] = {name: [] for name in cases}
+            for round_ in range(n):
+                order = list(cases.items())
+                if round_ % 2:
+                    order.reverse()
+                for name, call in order:
+                    times[name].append(await timed(call))
+    finally:
+        await client.close()
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(f"{'case':<44} {'median':>10} {'p90':>10}")
+    for name, values in times.items():
+        print(f"{name:<44} {medians[name] * 1000:7.2f} ms {p90(values) * 1000:7.2f} ms")
+    run_ratio = (
+        medians["(b) run_command true, MCP"] / medians["(a) terminal/run true, Python client"]
+    )
+    list_ratio = medians["(d) list_terminals, MCP"] / medians["(c) terminal/list, Python client"]
+    echo_ratio = (
+        medians["(b2) run_command echo hi, MCP"]
+        / medians["(a2) terminal/run echo hi, Python client"]
+    )
+    print(f"run_command / terminal/run, true: {run_ratio:.2f}x (target <= 1.5x)")
+    print(f"run_command / terminal/run, echo hi: {echo_ratio:.2f}x")
+    print(f"list_terminals / terminal/list: {list_ratio:.2f}x (the MCP hop alone)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200, help="rounds (default 200)")
+    args = parser.parse_args()
+    runtime = tempfile.mkdtemp(prefix="tr-bench-mcp-")
+    os.chmod(runtime, 0o700)
+    home = tempfile.mkdtemp(prefix="tr-bench-home-")
+    socket_path = os.path.join(runtime, "server.sock")
+    unset = ("TERMINAL_REGISTRY_SOCKET", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update({"HOME": home, "SHELL": shutil.which("bash") or "", "XDG_RUNTIME_DIR": runtime})
+    # The server's shells get the same empty HOME (no user rc files in the figures).
+    os.environ.update({"HOME": home, "SHELL": env["SHELL"]})
+    daemon.start_background_server(socket_path)
+    try:
+        asyncio.run(bench(args.n, socket_path, home, env))
+    finally:
+        daemon.stop_server(socket_path)
+        shutil.rmtree(runtime, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
