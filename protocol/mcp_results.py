@@ -116,10 +116,8 @@ def headline(r: CommandResult) -> str:
     """``exit code 0 · completed in 0.42 s · cwd /repo · terminal 1``."""
     where = [f"cwd {r.cwd}" if r.cwd else "", f"terminal {r.terminal_id}"]
     if r.state == "running":
-        head = [
-            "still running"
-            + (f" after {_seconds(r.duration_seconds)}" if r.duration_seconds else "")
-        ]
+        ran = r.duration_seconds or 0.0
+        head = [f"still running after {_seconds(ran)}" if ran >= 0.5 else "running"]
     elif r.state == "idle":
         head = ["no command running"]
     else:
