@@ -430,6 +430,11 @@ def _parser() -> argparse.ArgumentParser:
         help="the longest a tool call waits on a command before returning its output so "
         "far (default 30; the command keeps running)",
     )
+    mcp.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="where commands run when the model gives no cwd (default: where this starts)",
+    )
     mcp.add_argument("--log-level", default="WARNING")
     return parser
 

@@ -104,7 +104,10 @@ async def _connect(args: argparse.Namespace) -> RegistryClient:
 
 async def _serve(args: argparse.Namespace) -> int:
     client = await _connect(args)
-    session = McpSession(client, SessionSettings(call_timeout=args.call_timeout))
+    settings = SessionSettings(call_timeout=args.call_timeout)
+    if args.cwd:
+        settings.cwd = os.path.abspath(os.path.expanduser(args.cwd))
+    session = McpSession(client, settings)
     server = build_server(session)
     # A private server ends with its terminals; on a shared one the session's task is
     # released and its terminals stay for the next session.
@@ -160,6 +163,9 @@ def main(args: argparse.Namespace) -> int:
         logging.getLogger("pygls").setLevel(logging.CRITICAL)
     if args.call_timeout <= 0:
         print("terminal-registry mcp: --call-timeout must be positive", file=sys.stderr)
+        return 2
+    if args.cwd and not os.path.isdir(os.path.expanduser(args.cwd)):
+        print(f"terminal-registry mcp: --cwd {args.cwd} is not a directory", file=sys.stderr)
         return 2
     try:
         return asyncio.run(_serve(args))

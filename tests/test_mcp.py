@@ -158,10 +158,21 @@ async def agent(env: dict[str, str], socket_path: str) -> AsyncIterator[Agent]:
         await asyncio.to_thread(daemon.stop_server, socket_path)
 
 
+@pytest.fixture(scope="module")
+def quick_cwd(env: dict[str, str]) -> str:
+    path = os.path.join(env["HOME"], "quick-project")
+    os.mkdir(path)
+    return path
+
+
 @pytest_asyncio.fixture(scope="module")
-async def quick(agent: Agent, env: dict[str, str], socket_path: str) -> AsyncIterator[Agent]:
-    """A second session on the same server whose calls wait at most 1 s."""
-    second = await Agent("quick-agent", env, "--socket", socket_path, "--call-timeout", "1").start()
+async def quick(
+    agent: Agent, env: dict[str, str], socket_path: str, quick_cwd: str
+) -> AsyncIterator[Agent]:
+    """A second session on the same server whose calls wait at most 1 s, and whose
+    commands start in ``quick_cwd`` (--cwd)."""
+    args = ("--socket", socket_path, "--call-timeout", "1", "--cwd", quick_cwd)
+    second = await Agent("quick-agent", env, *args).start()
     yield second
     await second.stop()
 
@@ -514,6 +525,25 @@ def test_without_the_sdk_the_subcommand_says_what_to_install() -> None:
     )
     assert result.returncode == 2
     assert "pip install 'terminal-registry[mcp]'" in result.stderr
+
+
+async def test_commands_without_cwd_start_in_the_given_directory(
+    quick: Agent, quick_cwd: str
+) -> None:
+    first = await quick.ok("run_command", command="pwd", task_id="cwd-test")
+    output = first["output"]
+    if first["state"] == "running":  # a new shell on a loaded machine can take 1 s
+        rest = await quick.ok("wait_for_command", terminal_id=first["terminal_id"])
+        output += rest["output"]
+    assert output.strip() == quick_cwd
+
+
+def test_a_directory_that_is_not_there_is_refused(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*MCP, "--cwd", str(tmp_path / "nope")], capture_output=True, text=True, timeout=WAIT
+    )
+    assert result.returncode == 2
+    assert "is not a directory" in result.stderr
 
 
 def test_a_socket_nobody_listens_on_is_refused_with_a_remedy(
