@@ -11,7 +11,10 @@ of it in this process, each with a warm terminal of its own:
     nothing needs no ``terminal/output``);
 (a2), (b2): the same with ``echo hi``, whose output costs the face one more request;
 (c), (d), informational: ``terminal/list`` against the ``list_terminals`` tool, the
-    cost of the MCP hop alone.
+    cost of the MCP hop alone;
+(e) the SDK's floor: a tool that does nothing, on an ``MCPServer`` served exactly as
+    ``terminal-registry mcp`` is (same SDK, same stdio streams), so (b) - (a) - (e) is
+    what the face itself adds.
 
 Interleaved round by round (the order reversed every other round) so machine noise
 falls on all alike; medians, p90 and the ratios (b)/(a), (b2)/(a2) and (d)/(c) are
@@ -40,6 +43,23 @@ from protocol.client import RegistryClient
 
 perf = time.perf_counter
 
+#: The SDK's floor: an MCPServer with one no-op tool, on the face's own stdio path.
+FLOOR_SERVER = """
+import anyio
+from mcp.server.mcpserver import MCPServer
+from protocol.mcp_face import _run_stdio
+
+server = MCPServer("floor", log_level="WARNING")
+
+
+@server.tool()
+def noop() -> str:
+    return "ok"
+
+
+anyio.run(_run_stdio, server)
+"""
+
 
 def p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10)[-1]
@@ -61,10 +81,17 @@ async def bench(n: int, socket_path: str, home: str, env: dict[str, str]) -> Non
         args=["-m", "protocol.cli", "mcp", "--socket", socket_path],
         env=env,
     )
+    floor_params = StdioServerParameters(command=sys.executable, args=["-c", FLOOR_SERVER], env=env)
     client = await RegistryClient.connect(socket_path)
     try:
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+            stdio_client(floor_params) as (floor_read, floor_write),
+            ClientSession(floor_read, floor_write) as floor,
+        ):
             await session.initialize()
+            await floor.initialize()
 
             async def rpc_run() -> None:
                 result = await client.run("true", cwd=rpc_cwd, task_id="bench-rpc")
@@ -93,6 +120,10 @@ async def bench(n: int, socket_path: str, home: str, env: dict[str, str]) -> Non
             async def mcp_list() -> None:
                 await session.call_tool("list_terminals", {})
 
+            async def sdk_floor() -> None:
+                result = await floor.call_tool("noop", {})
+                assert not result.is_error, result
+
             cases = {
                 "(a) terminal/run true, Python client": rpc_run,
                 "(b) run_command true, MCP": mcp_run,
@@ -100,6 +131,7 @@ async def bench(n: int, socket_path: str, home: str, env: dict[str, str]) -> Non
                 "(b2) run_command echo hi, MCP": mcp_echo,
                 "(c) terminal/list, Python client": rpc_list,
                 "(d) list_terminals, MCP": mcp_list,
+                "(e) a no-op tool, same SDK and stdio": sdk_floor,
             }
             for call in cases.values():  # warm: shells started, code paths loaded
                 for _ in range(5):
@@ -128,6 +160,12 @@ async def bench(n: int, socket_path: str, home: str, env: dict[str, str]) -> Non
     print(f"run_command / terminal/run, true: {run_ratio:.2f}x (target <= 1.5x)")
     print(f"run_command / terminal/run, echo hi: {echo_ratio:.2f}x")
     print(f"list_terminals / terminal/list: {list_ratio:.2f}x (the MCP hop alone)")
+    face = (
+        medians["(b) run_command true, MCP"]
+        - medians["(a) terminal/run true, Python client"]
+        - medians["(e) a no-op tool, same SDK and stdio"]
+    )
+    print(f"the face's own cost per run_command, (b) - (a) - (e): {face * 1000:.2f} ms")
 
 
 def main() -> None:
