@@ -18,7 +18,6 @@ the command.  :class:`SyncRegistryClient` wraps it all for scripts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import os
 import sys
@@ -48,6 +47,7 @@ from .errors import (
 from .types import converter_factory
 
 __all__ = [
+    "ConnectionLostError",
     "EnvironmentDetails",
     "InvalidParamsError",
     "MethodNotFoundError",
@@ -83,6 +83,10 @@ class EnvironmentDetails:
     terminals: list[wire.TerminalInfo]
 
 
+class ConnectionLostError(ConnectionError):
+    """The connection to the server ended (it was stopped or died) before an answer."""
+
+
 class _Client(JsonRPCClient):
     def __init__(self, owner: RegistryClient) -> None:
         self.owner = owner
@@ -94,6 +98,8 @@ class _Client(JsonRPCClient):
         task = asyncio.create_task(
             run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol)
         )
+        # The read loop ends at EOF: the server closed the connection (or went away).
+        task.add_done_callback(lambda _: self.owner._closed_by_server())
         self._async_tasks.append(task)
 
     async def server_exit(self, server: asyncio.subprocess.Process) -> None:
@@ -112,6 +118,8 @@ class RegistryClient:
         self._queues: list[asyncio.Queue[Notification | None]] = []
         self._callbacks: dict[str, list[Callable[[Any], None]]] = {}
         self._spawned = False
+        #: Resolved when the connection ends: every request still waiting fails then.
+        self._gone: asyncio.Future[None] | None = None
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         for method in _NOTIFICATIONS:
@@ -189,21 +197,28 @@ class RegistryClient:
     # -- requests -------------------------------------------------------------------
 
     async def _request(self, method: str, params: Any) -> Any:
+        gone = self._gone_future()
+        if gone.done():
+            raise ConnectionLostError(f"{method}: the terminal-registry server has gone")
         msg_id = f"c{next(self._ids)}"
         pending = asyncio.wrap_future(
             self._client.protocol.send_request(method, params, msg_id=msg_id)
         )
         try:
-            # Shielded: cancelling the caller must not cancel the reply's future
-            # under pygls, which would then fail to deliver the server's answer.
-            return await asyncio.shield(pending)
+            # Neither future is cancelled with the caller: pygls would then fail to
+            # deliver the server's answer.  A server that goes away answers nothing.
+            await asyncio.wait([pending, gone], return_when=asyncio.FIRST_COMPLETED)
+            if not pending.done():
+                raise ConnectionLostError(f"{method}: the terminal-registry server has gone")
+            return pending.result()
         except asyncio.CancelledError:
-            if not self._client.stopped and not pending.done():
+            if not self._client.stopped and not pending.done() and not gone.done():
                 # $/cancelRequest, then wait (bounded) until the server confirms, so
                 # that the terminal is free again when the caller moves on.
                 self._client.protocol.notify(methods.CANCEL_REQUEST, {"id": msg_id})
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(pending, CANCEL_CONFIRM_TIMEOUT)
+                await asyncio.wait([pending, gone], timeout=CANCEL_CONFIRM_TIMEOUT)
+                if pending.done() and not pending.cancelled():
+                    pending.exception()  # the expected -32800: taken, not logged as lost
             raise
         except JsonRpcException as error:
             raise error_for(error.code, error.message) from None
@@ -314,7 +329,21 @@ class RegistryClient:
 
         return receive
 
+    def _gone_future(self) -> asyncio.Future[None]:
+        if self._gone is None:
+            self._gone = asyncio.get_running_loop().create_future()
+        return self._gone
+
+    @property
+    def connected(self) -> bool:
+        """False once the connection has ended (the server closed it or went away)."""
+        return self._gone is None or not self._gone.done()
+
     def _closed_by_server(self) -> None:
+        gone = self._gone_future()
+        if gone.done():
+            return
+        gone.set_result(None)
         for queue in self._queues:
             queue.put_nowait(None)
 
