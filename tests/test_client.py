@@ -4,6 +4,7 @@ cancellation, and the synchronous wrapper."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -126,7 +127,8 @@ async def test_a_server_that_dies_fails_requests_at_once(tmp_path: Path) -> None
             await asyncio.wait_for(client.list(), 5)
     finally:
         await client.close()
-        server.kill()
+        with contextlib.suppress(ProcessLookupError):  # killed and reaped already
+            server.kill()
         await server.wait()
         # The PTY's hangup ends the dead server's shell and its command.
         await asyncio.to_thread(psutil.wait_procs, shells, 30)
