@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, cast
 
 import anyio
@@ -82,13 +85,15 @@ def build_server(session: McpSession) -> MCPServer[McpSession]:
 async def _connect(args: argparse.Namespace) -> RegistryClient:
     if args.standalone:
         return await RegistryClient.spawn()
-    path, started = daemon.resolve_socket(args.socket, start=True)
+    # Blocking (it may start the background server and wait for it): off the loop.
+    path, started = await asyncio.to_thread(daemon.resolve_socket, args.socket, start=True)
     if started:
         print(
             f"terminal-registry mcp: started a background server on {path} "
             "(terminals persist; `terminal-registry stop` ends it)",
             file=sys.stderr,
         )
+        _reap_when_it_ends(path)
     try:
         return await RegistryClient.connect(path)
     except OSError as error:
@@ -102,12 +107,29 @@ async def _connect(args: argparse.Namespace) -> RegistryClient:
         ) from None
 
 
+def _reap_when_it_ends(socket_path: str) -> None:
+    """The background server just started is our child (the CLI exits at once and leaves
+    it to init; we live on): wait for it in a thread, so that when it ends -- by
+    ``terminal-registry stop``, which waits for it to go -- it leaves no zombie."""
+    try:
+        with open(daemon.pid_file(socket_path)) as f:
+            pid = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    threading.Thread(target=_wait_child, args=(pid,), name="reap-server", daemon=True).start()
+
+
+def _wait_child(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):  # not ours after all: nothing to reap
+        os.waitpid(pid, 0)
+
+
 async def _serve(args: argparse.Namespace) -> int:
     client = await _connect(args)
     settings = SessionSettings(call_timeout=args.call_timeout)
     if args.cwd:
         settings.cwd = os.path.abspath(os.path.expanduser(args.cwd))
-    session = McpSession(client, settings)
+    session = McpSession(partial(_connect, args), client, settings)
     server = build_server(session)
     # A private server ends with its terminals; on a shared one the session's task is
     # released and its terminals stay for the next session.

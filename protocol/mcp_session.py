@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,7 @@ from .errors import RegistryError, TerminalBusyError, UnknownTerminalError
 from .mcp_results import CommandResult, TerminalSummary
 from .mcp_runs import RunEnd, RunTracker, signal_name
 
-__all__ = ["McpSession", "SessionSettings", "explain"]
+__all__ = ["Connect", "McpSession", "SessionSettings", "explain"]
 
 #: After an interrupt, how long to wait for the command's end (SIGINT, SIGTERM, SIGKILL
 #: are a second apart by default).
@@ -45,10 +46,15 @@ class SessionSettings:
     cwd: str = field(default_factory=os.getcwd)
 
 
+Connect = Callable[[], Awaitable[RegistryClient]]
+
+
 class McpSession:
     """The registry as one MCP session sees it."""
 
-    def __init__(self, client: RegistryClient, settings: SessionSettings) -> None:
+    def __init__(self, connect: Connect, client: RegistryClient, settings: SessionSettings) -> None:
+        self._connect = connect
+        self._connecting = asyncio.Lock()
         self.client = client
         self.settings = settings
         self.tracker = RunTracker(client)
@@ -57,6 +63,22 @@ class McpSession:
         self._last_terminal: dict[str, int] = {}
         #: terminal -> the run a tool call is waiting on there (None: whatever runs).
         self._waited: dict[int, int | None] = {}
+
+    async def ready(self) -> None:
+        """Connected to a server: after one went away (stopped, or died), the next tool
+        call connects again (a background server is started anew as the CLI does)."""
+        if self.client.connected:
+            return
+        async with self._connecting:
+            if self.client.connected:
+                return
+            lost = self.client
+            self.client = await self._connect()
+            self.tracker = RunTracker(self.client)
+            self._last_terminal.clear()
+            self._waited.clear()
+            with contextlib.suppress(Exception):
+                await lost.close()
 
     # -- the task ---------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from .daemon import BackgroundServerError
 from .errors import RegistryError
 from .mcp_results import (
     CloseResult,
@@ -64,9 +65,17 @@ OptionalTask = Annotated[
 ]
 
 
-def _session(ctx: Context) -> McpSession:
+def _state(ctx: Context) -> McpSession:
     session = ctx.request_context.lifespan_context
     assert isinstance(session, McpSession)
+    return session
+
+
+async def _session(ctx: Context) -> McpSession:
+    """The session, connected (again, if its server went away since the last call)."""
+    session = _state(ctx)
+    with _tool_errors():
+        await session.ready()
     return session
 
 
@@ -74,7 +83,7 @@ def _task(ctx: Context, given: str | None) -> str:
     if given:
         return given
     params = ctx.session.client_params
-    return _session(ctx).task_id(params.client_info.name if params is not None else None)
+    return _state(ctx).task_id(params.client_info.name if params is not None else None)
 
 
 def _progress(ctx: Context) -> Callable[[float, str], Awaitable[None]] | None:
@@ -98,6 +107,13 @@ def _tool_errors() -> Iterator[None]:
         raise ToolError(explain(error)) from None
     except ValueError as error:
         raise ToolError(str(error)) from None
+    except ConnectionError:
+        raise ToolError(
+            "the terminal-registry server went away (stopped, or it died): its terminals "
+            "and their commands are gone; the next call reaches a server again"
+        ) from None
+    except BackgroundServerError as error:
+        raise ToolError(f"no terminal-registry server: {error}") from None
 
 
 def _wait_bound(session: McpSession, asked: float | None) -> float:
@@ -155,7 +171,7 @@ async def run_command(
     ] = None,
     task_id: OptionalTask = None,
 ) -> Annotated[CallToolResult, CommandResult]:
-    session = _session(ctx)
+    session = await _session(ctx)
     task = _task(ctx, task_id)
     with _tool_errors():
         terminal, run_id, note = await session.start(
@@ -186,7 +202,7 @@ async def wait_for_command(
         Field(gt=0, description="Wait at most this long (capped by the server's call limit)."),
     ] = None,
 ) -> Annotated[CallToolResult, CommandResult]:
-    session = _session(ctx)
+    session = await _session(ctx)
     tracker = session.tracker
     with _tool_errors():
         # Notifications are handled as they are read: whatever ended before this answer
@@ -230,7 +246,7 @@ async def send_keys(
 
 
 async def _send(ctx: Context, terminal_id: int, data: str) -> CallToolResult:
-    session = _session(ctx)
+    session = await _session(ctx)
     with _tool_errors():
         if not data:
             raise ValueError("nothing to send: text is empty and press_enter is false")
@@ -251,7 +267,7 @@ async def _send(ctx: Context, terminal_id: int, data: str) -> CallToolResult:
 async def read_output(
     ctx: Context, terminal_id: TerminalId
 ) -> Annotated[CallToolResult, CommandResult]:
-    session = _session(ctx)
+    session = await _session(ctx)
     with _tool_errors():
         await session.client.get(terminal_id)  # an unknown id is an error, not "no output"
         end = None
@@ -268,7 +284,7 @@ async def list_terminals(
         str | None, Field(min_length=1, description="Only this task's terminals.")
     ] = None,
 ) -> Annotated[CallToolResult, TerminalList]:
-    session = _session(ctx)
+    session = await _session(ctx)
     task = _task(ctx, None)
     with _tool_errors():
         infos = await session.client.list(task if only_mine else task_id)
@@ -279,7 +295,7 @@ async def list_terminals(
 async def kill_command(
     ctx: Context, terminal_id: TerminalId
 ) -> Annotated[CallToolResult, KillResult]:
-    session = _session(ctx)
+    session = await _session(ctx)
     with _tool_errors():
         info = await session.client.get(terminal_id)
         if not info.busy:
@@ -296,7 +312,7 @@ async def kill_command(
 async def close_terminal(
     ctx: Context, terminal_id: TerminalId
 ) -> Annotated[CallToolResult, CloseResult]:
-    session = _session(ctx)
+    session = await _session(ctx)
     with _tool_errors():
         await session.client.close_terminal(terminal_id)
     result = CloseResult(terminal_id=terminal_id, closed=True)
@@ -306,7 +322,7 @@ async def close_terminal(
 async def environment_details(
     ctx: Context, task_id: OptionalTask = None
 ) -> Annotated[CallToolResult, EnvironmentResult]:
-    session = _session(ctx)
+    session = await _session(ctx)
     task = _task(ctx, task_id)
     cooldown = min(5.0, session.settings.call_timeout)
     with _tool_errors():

@@ -514,6 +514,53 @@ async def test_terminals_stay_with_the_shared_server_released(
     assert await asyncio.to_thread(_until_gone, processes) == []
 
 
+async def test_a_stopped_background_server_is_started_again_by_the_next_call(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    runtime = tmp_path / "xdg"
+    runtime.mkdir(mode=0o700)
+    own = {**env, "XDG_RUNTIME_DIR": str(runtime)}
+    path = os.path.join(runtime, "terminal-registry", "server.sock")
+    # Calls may wait 600 s: one that hung on the vanished server would fail the test.
+    agent = await Agent("restarting-agent", own, "--call-timeout", "600").start()
+    try:
+        started = await agent.ok(
+            "run_command", command="sleep 60", cwd=str(tmp_path), background=True
+        )
+        async with anyio.create_task_group() as group:
+            waiting: list[CallToolResult] = []
+            following = anyio.Event()
+
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                following.set()
+
+            async def wait() -> None:
+                arguments = {"terminal_id": started["terminal_id"]}
+                result = await agent.call(
+                    "wait_for_command", arguments, progress_callback=on_progress
+                )
+                waiting.append(result)
+
+            group.start_soon(wait)
+            with anyio.fail_after(WAIT):
+                await following.wait()  # the call waits on the command now
+            server = await asyncio.to_thread(daemon.stop_server, path)
+        # The MCP server started it, so it was its child: reaped, not left a zombie.
+        assert not psutil.pid_exists(server)
+        # The wait ended with the server: the command's end, or the server's going.
+        (ended,) = waiting
+        text = _text(ended)
+        assert "went away" in text or "exit code" in text, text
+        again = await agent.ok("run_command", command="echo again", cwd=str(tmp_path))
+        assert (again["state"], again["output"].strip()) == ("completed", "again")
+        listed = await agent.ok("list_terminals")
+        assert [t["id"] for t in listed["terminals"]] == [again["terminal_id"]]
+    finally:
+        await agent.stop()
+        with contextlib.suppress(daemon.BackgroundServerError):
+            await asyncio.to_thread(daemon.stop_server, path)
+
+
 # -- starting -----------------------------------------------------------------------------------
 
 
