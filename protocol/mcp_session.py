@@ -29,7 +29,7 @@ from .errors import RegistryError, TerminalBusyError, UnknownTerminalError
 from .mcp_results import CommandResult, TerminalSummary
 from .mcp_runs import RunEnd, RunTracker, signal_name
 
-__all__ = ["Connect", "McpSession", "SessionSettings", "explain"]
+__all__ = ["Connect", "McpSession", "Progress", "SessionSettings", "explain"]
 
 #: After an interrupt, how long to wait for the command's end (SIGINT, SIGTERM, SIGKILL
 #: are a second apart by default).
@@ -46,7 +46,10 @@ class SessionSettings:
     cwd: str = field(default_factory=os.getcwd)
 
 
+#: How a session (re)connects: the face's own choice of server.
 Connect = Callable[[], Awaitable[RegistryClient]]
+#: ``progress(seconds so far, message)``: an MCP progress notification.
+Progress = Callable[[float, str], Awaitable[None]]
 
 
 class McpSession:
@@ -89,10 +92,6 @@ class McpSession:
             self._task_id = f"{name[:24] or 'mcp'}-{secrets.token_hex(3)}"
         return self._task_id
 
-    @property
-    def has_task(self) -> bool:
-        return self._task_id is not None
-
     def default_cwd(self, task: str) -> str:
         """Where the task's last command left its shell; else the start directory."""
         terminal_id = self._last_terminal.get(task)
@@ -131,10 +130,13 @@ class McpSession:
         timeout: float | None,
     ) -> tuple[int, int, str | None]:
         """Start ``command`` in the background: (terminal id, run id, note)."""
-        if terminal_id is None and cwd is None:
-            cwd = self.default_cwd(task)
-        elif cwd is not None:
-            cwd = self.resolve_cwd(cwd)
+        if terminal_id is not None and cwd is not None:
+            raise ValueError(
+                "give terminal_id or cwd, not both: a terminal runs where its shell stands "
+                "(cd in the command to move it)"
+            )
+        if terminal_id is None:
+            cwd = self.resolve_cwd(cwd) if cwd is not None else self.default_cwd(task)
         began = time.monotonic()
         started = await self.client.run(
             command,
@@ -153,7 +155,7 @@ class McpSession:
         terminal_id: int,
         run_id: int | None,
         wait: float,
-        progress: Any | None = None,
+        progress: Progress | None = None,
     ) -> RunEnd | None:
         """Wait (at most ``wait`` s) for the run to end; a cancelled wait interrupts it.
 
@@ -183,11 +185,11 @@ class McpSession:
     async def interrupt(self, terminal_id: int, run_id: int | None) -> RunEnd | None:
         try:
             await self.client.kill(terminal_id)
-        except RegistryError:
-            return None  # it ended, or its terminal closed, meanwhile
+        except (RegistryError, ConnectionError):
+            return None  # it ended, or its terminal closed or its server went, meanwhile
         return await self.tracker.wait_end(terminal_id, run_id, _INTERRUPT_WAIT)
 
-    async def _report(self, terminal_id: int, run_id: int | None, progress: Any) -> None:
+    async def _report(self, terminal_id: int, run_id: int | None, progress: Progress) -> None:
         start = self.tracker.start_of(run_id) if run_id is not None else None
         began = start.at if start is not None else time.monotonic()
         command = start.command if start is not None else "the command"

@@ -11,7 +11,7 @@ model, to an ``MCPServer``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -37,7 +37,7 @@ from .mcp_results import (
     tool_result,
 )
 from .mcp_runs import KEY_NAMES, key_data
-from .mcp_session import McpSession, explain
+from .mcp_session import McpSession, Progress, explain
 
 __all__ = ["INSTRUCTIONS", "register"]
 
@@ -86,7 +86,7 @@ def _task(ctx: Context, given: str | None) -> str:
     return _state(ctx).task_id(params.client_info.name if params is not None else None)
 
 
-def _progress(ctx: Context) -> Callable[[float, str], Awaitable[None]] | None:
+def _progress(ctx: Context) -> Progress | None:
     """A reporter when the client asked for progress (sent a progress token)."""
     meta: Any = ctx.request_context.meta
     if not meta or meta.get("progress_token") is None:
@@ -167,7 +167,11 @@ async def run_command(
     ] = True,
     terminal_id: Annotated[
         int | None,
-        Field(ge=1, description="Run in this idle terminal instead of choosing one by cwd."),
+        Field(
+            ge=1,
+            description="Run in this idle terminal, where its shell stands, instead "
+            "of choosing one by cwd (give one or the other).",
+        ),
     ] = None,
     task_id: OptionalTask = None,
 ) -> Annotated[CallToolResult, CommandResult]:

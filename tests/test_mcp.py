@@ -377,6 +377,7 @@ async def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(
         ("run_command", {"command": ""}, "at least 1 character"),
         ("run_command", {"command": "true", "cwd": str(tmp_path / "nope")}, "does not exist"),
         ("run_command", {"command": "true", "timeout_seconds": -1}, "greater than 0"),
+        ("run_command", {"command": "true", "cwd": "/", "terminal_id": 1}, "not both"),
         ("wait_for_command", {"terminal_id": 99999}, "unknown terminal 99999"),
         ("write_input", {"terminal_id": 99999, "text": "y"}, "list_terminals"),
         ("send_keys", {"terminal_id": 1, "keys": []}, "at least 1 item"),
