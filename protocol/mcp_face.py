@@ -46,8 +46,6 @@ from .mcp_tools import INSTRUCTIONS, register
 
 __all__ = ["build_server", "main"]
 
-log = logging.getLogger(__name__)
-
 #: Bound on ending: interrupting waited-on commands, releasing, closing a private server.
 _CLOSE_TIMEOUT = 30.0
 
