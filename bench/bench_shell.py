@@ -18,7 +18,7 @@ Why the floor is what it is
 Most of a command's round trip is the shell's own work (readline, PS0, DEBUG trap,
 PROMPT_COMMAND, fork/exec) and the kernel's PTY, none of which we can make faster.
 So the floor is the *same* bash with the *same* integration script (started through
-``prepare_launch``), in a PTY made the same way (pexpect, same size, same
+``prepare_launch``), in a PTY made the same way (``spawn_child``: same size, same
 environment, same signal reset, ``echo=True``), driven by the tightest loop Python
 allows: a blocking ``os.write`` of the command and blocking ``os.read`` calls (the
 same 256 KiB read size as ours) until the nonce-verified D marker arrives.  That is
@@ -63,7 +63,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 
-import pexpect
 import psutil
 
 from registry.config import Settings
@@ -71,14 +70,13 @@ from registry.markers import MAX_SEQUENCE_BYTES, Marker, MarkerParser
 from registry.run import TerminalRun
 from registry.shell import ShellLaunch, prepare_launch
 from registry.terminals.base import IntegrationState
-from registry.terminals.shell import (
-    _READ_SIZE,
+from registry.terminals.children import (
     TERMINAL_TAG_VARIABLE,
-    Phase,
-    ShellTerminal,
-    _agent_environment,
-    _reset_signals,
+    agent_environment,
+    reset_signals,
 )
+from registry.terminals.pty import READ_SIZE, spawn_child
+from registry.terminals.shell import Phase, ShellTerminal
 
 LATENCY_COMMANDS = ("true", "echo hi")
 LATENCY_TARGET = 1.5  # ours/floor, at most
@@ -147,28 +145,23 @@ class FloorShell:
 
     def __init__(self, shell: str, cwd: str, settings: Settings, env: Mapping[str, str]) -> None:
         nonce = secrets.token_hex(16)
-        base = _agent_environment({**os.environ, **env})
+        base = agent_environment({**os.environ, **env}, term="xterm-256color")
         base[TERMINAL_TAG_VARIABLE] = f"{os.getpid()}.floor.{secrets.token_hex(8)}"
         self.launch: ShellLaunch = prepare_launch(
             shell, base, nonce, integration=True, login=settings.login_shell
         )
         try:
-            self.child = pexpect.spawn(
-                self.launch.argv[0],
-                self.launch.argv[1:],
+            self.child = spawn_child(
+                self.launch.argv,
                 env=self.launch.env,
                 cwd=cwd,
-                dimensions=(settings.rows, settings.cols),
-                preexec_fn=_reset_signals,
-                echo=True,
+                rows=settings.rows,
+                cols=settings.cols,
+                preexec_fn=reset_signals,
             )
         except BaseException:
             self.launch.cleanup()
             raise
-        self.child.delayafterclose = 0
-        self.child.delayafterterminate = 0
-        self.child.ptyproc.delayafterclose = 0
-        self.child.ptyproc.delayafterterminate = 0
         self.fd: int = self.child.child_fd
         os.set_blocking(self.fd, True)
         raw = nonce.encode()
@@ -196,7 +189,7 @@ class FloorShell:
         fd = self.fd
         read = os.read
         while True:
-            chunk = read(fd, _READ_SIZE)
+            chunk = read(fd, READ_SIZE)
             if not chunk:
                 raise EOFError("the floor shell closed its PTY")
             total += len(chunk)
@@ -283,9 +276,11 @@ class InstrumentedTerminal(ShellTerminal):
         self.callback_seconds = 0.0
         self.first_write_at = 0.0
 
-    def _on_readable(self) -> None:
+    def _on_data(self, data: bytes) -> None:
+        # What the PTY's read callback hands each chunk to (the os.read itself is not
+        # counted: it is the same for the floor).
         start = perf()
-        super()._on_readable()
+        super()._on_data(data)
         self.last_read_end = perf()
         self.callback_seconds += self.last_read_end - start
 
@@ -644,7 +639,7 @@ async def diagnose(
         sizes = list(timed.sizes)
         reads = len(sizes)
         diag.lines += [
-            f"`{command}`, PTY reads (read size asked: {_READ_SIZE // 1024} KiB):",
+            f"`{command}`, PTY reads (read size asked: {READ_SIZE // 1024} KiB):",
             f"  floor: {len(floor_sizes)} reads, median {median(floor_sizes):.0f} B, "
             f"max {max(floor_sizes)} B, {floor_seconds / len(floor_sizes) * 1e6:.1f} us "
             f"wall per read; CPU {floor_cpu:.2f} s of {floor_seconds:.2f} s wall",

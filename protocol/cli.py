@@ -15,7 +15,6 @@ library's light modules; ``serve`` and ``mcp`` load what they need when asked fo
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import select
@@ -40,57 +39,17 @@ class CliError(Exception):
         self.code = code
 
 
-# -- serve -------------------------------------------------------------------------------
+# -- mcp, stop ---------------------------------------------------------------------------
 
 
-def _serve(args: argparse.Namespace) -> int:
-    import asyncio
-    import logging
-
-    from .server import Hub
-
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
-    if args.log_level.upper() != "DEBUG":
-        # pygls logs every answered error with a traceback; the client has the answer.
-        logging.getLogger("pygls").setLevel(logging.CRITICAL)
-    if not args.stdio and not args.socket:
-        print("terminal-registry serve: give --stdio, --socket PATH, or both", file=sys.stderr)
-        return 2
-
-    async def serve() -> int:
-        server = Hub()
-        if args.socket:
-            await server.serve_socket(args.socket, export=args.export_socket)
-            daemon.write_pid_file(args.socket)
-        if args.ready_fd is not None:
-            os.write(args.ready_fd, b"ready\n")
-            os.close(args.ready_fd)
-        try:
-            return await server.run(stdio=args.stdio, socket_path=None)
-        finally:
-            if args.socket:
-                with contextlib.suppress(OSError):
-                    os.unlink(daemon.pid_file(args.socket))
-
-    try:
-        return asyncio.run(serve())
-    except (OSError, daemon.BackgroundServerError) as error:
-        print(f"terminal-registry serve: {error}", file=sys.stderr)
-        return 2
-
-
-def _mcp(args: argparse.Namespace) -> int:
-    # Loaded here: the MCP SDK is an optional dependency and heavy to import.
-    try:
+def _mcp(argv: list[str]) -> int:
+    try:  # the MCP SDK: optional, and heavy to import
         from .mcp_face import main as serve_mcp
     except ImportError as error:
-        print(
-            f"terminal-registry mcp: the MCP SDK is missing ({error}); install it with "
-            "`pip install 'terminal-registry[mcp]'`",
-            file=sys.stderr,
-        )
+        hint = "needs `pip install 'terminal-registry[mcp]'`"
+        print(f"terminal-registry mcp: {hint} ({error})", file=sys.stderr)
         return 2
-    return serve_mcp(args)
+    return serve_mcp(argv)
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -155,6 +114,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
     ended: dict[int, dict[str, Any]] = {}
     seen: dict[int, dict[str, Any]] = {}
     mine: int | None = None
+    streamed: list[bool] = []
 
     def on_write(params: dict[str, Any]) -> None:
         run_id = params.get("runId")
@@ -163,6 +123,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         if mine is None:
             buffered.setdefault(run_id, []).append(params["data"])
         elif run_id == mine and not args.json:
+            streamed.append(True)
             out.write(params["data"].encode("utf-8"))
             out.flush()
 
@@ -192,6 +153,7 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
     terminal_id = started["terminalId"]
     if not args.json:
         for chunk in buffered.pop(mine, []):
+            streamed.append(True)
             out.write(chunk.encode("utf-8"))
         out.flush()
 
@@ -221,10 +183,20 @@ def _run(args: argparse.Namespace, client: BlockingClient) -> int:
         "shellIntegration": terminal["shellIntegration"],
         "note": note,
     }
+    # This run's output, left unretrieved for `env` as the live output was: one path,
+    # one meaning, with --json or without.
+    own = {"terminalId": terminal_id, "runId": mine, "peek": True}
     if args.json:
-        summary["output"] = client.request(methods.OUTPUT, {"terminalId": terminal_id})["output"]
+        summary["output"] = client.request(methods.OUTPUT, own)["output"]
         print(json.dumps(summary, indent=2))
     else:
+        if not streamed:
+            # Nothing came live (a line the shell refused: its message is on the
+            # screen, not in a command's output): print what the run kept.
+            text = client.request(methods.OUTPUT, own)["output"]
+            if text:
+                out.write(text.encode("utf-8") + (b"" if text.endswith("\n") else b"\n"))
+                out.flush()
         lines = [
             f"exit code: {code if code is not None else 'unknown'}"
             + (f" ({summary['signal']})" if summary["signal"] else ""),
@@ -290,6 +262,9 @@ def _env(args: argparse.Namespace, client: BlockingClient) -> int:
         params["taskId"] = args.task
     if args.cooldown is not None:
         params["cooldownTimeoutMs"] = round(args.cooldown * 1000)
+    # Without a task it is a person looking: the agents' output stays theirs to take.
+    if args.peek or args.task is None:
+        params["peek"] = True
     details = client.request(methods.ENVIRONMENT_DETAILS, params)
     if args.json:
         print(json.dumps(details, indent=2))
@@ -379,6 +354,12 @@ def _parser() -> argparse.ArgumentParser:
         help="tell the terminals where the socket is ($TERMINAL_REGISTRY_SOCKET), so "
         "agents running inside them can reach this registry",
     )
+    serve.add_argument(
+        "--max-queued-mb",
+        type=int,
+        default=64,
+        help="disconnect a client that lets more than this wait unread (default 64)",
+    )
     serve.add_argument("--log-level", default="WARNING")
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
 
@@ -398,6 +379,11 @@ def _parser() -> argparse.ArgumentParser:
     env = commands.add_parser("env", parents=[common], help="print the environment details")
     env.add_argument("--task", help="task id (default: every terminal)")
     env.add_argument("--cooldown", type=float, help="seconds to wait for hot terminals")
+    env.add_argument(
+        "--peek",
+        action="store_true",
+        help="report without marking the output retrieved (the default without --task)",
+    )
 
     lst = commands.add_parser("list", parents=[common], help="list the terminals")
     lst.add_argument("--task", help="only this task's terminals")
@@ -408,34 +394,8 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("stop", parents=[common], help="stop the background server")
 
-    mcp = commands.add_parser(
-        "mcp",
-        help="serve the terminals to MCP agents over stdio (needs terminal-registry[mcp])",
-        description="An MCP server over stdio for agents (Claude Code, Codex, Cursor, VS "
-        "Code): run_command, wait_for_command, write_input, send_keys, ... on the per-user "
-        "background server's terminals (see docs/mcp.md).",
-    )
-    place = mcp.add_mutually_exclusive_group()
-    place.add_argument("--socket", help="the server's socket (default: as for `run`)")
-    place.add_argument(
-        "--standalone",
-        action="store_true",
-        help="use a private server that ends, with its terminals, when this does",
-    )
-    mcp.add_argument(
-        "--call-timeout",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="the longest a tool call waits on a command before returning its output so "
-        "far (default 30; the command keeps running)",
-    )
-    mcp.add_argument(
-        "--cwd",
-        metavar="DIR",
-        help="where commands run when the model gives no cwd (default: where this starts)",
-    )
-    mcp.add_argument("--log-level", default="WARNING")
+    # Its options are the face's own (protocol/mcp_face.py): main() hands it its argv.
+    commands.add_parser("mcp", help="serve the terminals to MCP agents over stdio")
     return parser
 
 
@@ -449,12 +409,15 @@ _CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, BlockingClient], int]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["mcp"]:
+        return _mcp(words[1:])
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     if args.subcommand == "serve":
-        return _serve(args)
-    if args.subcommand == "mcp":
-        return _mcp(args)
+        from .serve import serve  # the server's imports, for this command only
+
+        return serve(args)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:

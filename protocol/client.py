@@ -35,6 +35,7 @@ from pygls.protocol import JsonRPCProtocol
 from . import methods
 from . import types as wire
 from .errors import (
+    ConnectionLostError,
     InvalidParamsError,
     MethodNotFoundError,
     RegistryError,
@@ -83,10 +84,6 @@ class EnvironmentDetails:
     terminals: list[wire.TerminalInfo]
 
 
-class ConnectionLostError(ConnectionError):
-    """The connection to the server ended (it was stopped or died) before an answer."""
-
-
 class _Client(JsonRPCClient):
     def __init__(self, owner: RegistryClient) -> None:
         self.owner = owner
@@ -98,8 +95,7 @@ class _Client(JsonRPCClient):
         task = asyncio.create_task(
             run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol)
         )
-        # The read loop ends at EOF: the server closed the connection (or went away).
-        task.add_done_callback(lambda _: self.owner._closed_by_server())
+        task.add_done_callback(lambda _: self.owner._closed_by_server())  # at EOF
         self._async_tasks.append(task)
 
     async def server_exit(self, server: asyncio.subprocess.Process) -> None:
@@ -118,8 +114,7 @@ class RegistryClient:
         self._queues: list[asyncio.Queue[Notification | None]] = []
         self._callbacks: dict[str, list[Callable[[Any], None]]] = {}
         self._spawned = False
-        #: Resolved when the connection ends: every request still waiting fails then.
-        self._gone: asyncio.Future[None] | None = None
+        self._gone: asyncio.Future[None] | None = None  # done: every request fails
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         for method in _NOTIFICATIONS:
@@ -197,26 +192,27 @@ class RegistryClient:
     # -- requests -------------------------------------------------------------------
 
     async def _request(self, method: str, params: Any) -> Any:
-        gone = self._gone_future()
-        if gone.done():
-            raise ConnectionLostError(f"{method}: the terminal-registry server has gone")
+        if (gone := self._gone_future()).done():
+            raise ConnectionLostError(method)
         msg_id = f"c{next(self._ids)}"
         pending = asyncio.wrap_future(
             self._client.protocol.send_request(method, params, msg_id=msg_id)
         )
         try:
-            # Neither future is cancelled with the caller: pygls would then fail to
-            # deliver the server's answer.  A server that goes away answers nothing.
-            await asyncio.wait([pending, gone], return_when=asyncio.FIRST_COMPLETED)
+            # Neither future is cancelled with the caller (pygls would then fail to
+            # deliver the answer); a server that goes away answers nothing.
+            await asyncio.wait(either := [pending, gone], return_when=asyncio.FIRST_COMPLETED)
             if not pending.done():
-                raise ConnectionLostError(f"{method}: the terminal-registry server has gone")
+                raise ConnectionLostError(method)
             return pending.result()
         except asyncio.CancelledError:
             if not self._client.stopped and not pending.done() and not gone.done():
                 # $/cancelRequest, then wait (bounded) until the server confirms, so
                 # that the terminal is free again when the caller moves on.
                 self._client.protocol.notify(methods.CANCEL_REQUEST, {"id": msg_id})
-                await asyncio.wait([pending, gone], timeout=CANCEL_CONFIRM_TIMEOUT)
+                await asyncio.wait(
+                    either, timeout=CANCEL_CONFIRM_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+                )
                 if pending.done() and not pending.cancelled():
                     pending.exception()  # the expected -32800: taken, not logged as lost
             raise
@@ -280,8 +276,17 @@ class RegistryClient:
     async def get(self, terminal_id: int) -> wire.TerminalInfo:
         return _terminal(await self._request(methods.GET, {"terminalId": terminal_id}))
 
-    async def output(self, terminal_id: int) -> str:
-        result = await self._request(methods.OUTPUT, {"terminalId": terminal_id})
+    async def output(
+        self, terminal_id: int, *, run_id: int | None = None, peek: bool = False
+    ) -> str:
+        """Output not retrieved yet (of one run, with ``run_id``); marked retrieved unless
+        ``peek``."""
+        params: dict[str, Any] = {"terminalId": terminal_id}
+        if run_id is not None:
+            params["runId"] = run_id
+        if peek:
+            params["peek"] = True
+        result = await self._request(methods.OUTPUT, params)
         return str(result["output"])
 
     async def replay(self, terminal_id: int, max_bytes: int | None = None) -> str:
@@ -294,13 +299,20 @@ class RegistryClient:
         await self._request(methods.RELEASE, {"taskId": task_id})
 
     async def environment_details(
-        self, task_id: str | None = None, cooldown_timeout: float | None = None
+        self,
+        task_id: str | None = None,
+        cooldown_timeout: float | None = None,
+        *,
+        peek: bool = False,
     ) -> EnvironmentDetails:
+        """The report; with ``peek`` its output is not marked retrieved."""
         params: dict[str, Any] = {}
         if task_id is not None:
             params["taskId"] = task_id
         if cooldown_timeout is not None:
             params["cooldownTimeoutMs"] = round(cooldown_timeout * 1000)
+        if peek:
+            params["peek"] = True
         result = await self._request(methods.ENVIRONMENT_DETAILS, params)
         return EnvironmentDetails(result["markdown"], [_terminal(t) for t in result["terminals"]])
 
@@ -330,8 +342,7 @@ class RegistryClient:
         return receive
 
     def _gone_future(self) -> asyncio.Future[None]:
-        if self._gone is None:
-            self._gone = asyncio.get_running_loop().create_future()
+        self._gone = self._gone or asyncio.get_running_loop().create_future()
         return self._gone
 
     @property
@@ -340,12 +351,10 @@ class RegistryClient:
         return self._gone is None or not self._gone.done()
 
     def _closed_by_server(self) -> None:
-        gone = self._gone_future()
-        if gone.done():
-            return
-        gone.set_result(None)
-        for queue in self._queues:
-            queue.put_nowait(None)
+        if self.connected:
+            self._gone_future().set_result(None)
+            for queue in self._queues:
+                queue.put_nowait(None)
 
 
 class NotificationStream:

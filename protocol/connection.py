@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
+import dataclasses
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -36,25 +36,17 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCRequestMessage, LanguageServerProtocol, lsp_method
 
-from registry import errors as engine
 from registry.config import Settings
 from registry.registry import PROVIDERS, TerminalRegistry
 from registry.shell import SHELL_KINDS
 
 from . import methods
-from .errors import (
-    ErrorCode,
-    InternalError,
-    InvalidParamsError,
-    RegistryError,
-    SpawnFailedError,
-    TerminalBusyError,
-    UnknownTerminalError,
-)
+from .errors import ErrorCode
 from .framing import FramingError, MessageFramer
+from .messages import Refusal, as_rpc_error, check
 from .notifications import Fanout
-from .options import apply_options
-from .transport import StreamWriterAdapter
+from .options import settings_for
+from .transport import CONGESTED_BYTES, MAX_QUEUED_BYTES, StreamWriterAdapter
 from .types import converter_factory
 
 __all__ = [
@@ -63,8 +55,8 @@ __all__ = [
     "Connection",
     "ConnectionProtocol",
     "ConnectionServer",
+    "QueueLimits",
     "Shared",
-    "as_rpc_error",
 ]
 
 log = logging.getLogger(__name__)
@@ -93,6 +85,14 @@ def available_shells() -> list[str]:
     return found
 
 
+@dataclass(frozen=True)
+class QueueLimits:
+    """How much may wait for one client (see :mod:`protocol.transport`)."""
+
+    congested: int = CONGESTED_BYTES
+    limit: int = MAX_QUEUED_BYTES
+
+
 @dataclass
 class Shared:
     """What every connection shares: the registry, the fan-out, the hub's callbacks."""
@@ -115,64 +115,21 @@ class ConnectionProtocol(LanguageServerProtocol):
         """Handle one framed message (or framing error) from the client.
 
         Every message gets an answer, or -- a notification that cannot be handled --
-        a logged drop; nothing a client sends raises out of here.
+        a logged drop (:func:`protocol.messages.check`); nothing a client sends
+        raises out of here.
         """
-        if isinstance(frame, FramingError):
-            self._reply_error(None, ErrorCode.ParseError, frame.message)
-            return
-        try:
-            data = json.loads(frame)
-        except RecursionError:
-            # Not a ValueError: json gives up on deep nesting by recursing too far.
-            self._reply_error(None, ErrorCode.ParseError, "malformed JSON: nested too deeply")
-            return
-        except ValueError as error:
-            self._reply_error(None, ErrorCode.ParseError, f"malformed JSON: {error}")
-            return
-        if isinstance(data, list):
-            self._reply_error(None, ErrorCode.InvalidRequest, "batch requests are not supported")
-            return
-        if not isinstance(data, dict):
-            self._reply_error(None, ErrorCode.InvalidRequest, "a message must be a JSON object")
-            return
-        msg_id = data.get("id")
-        if msg_id is not None and not _valid_id(msg_id):
-            self._reply_error(None, ErrorCode.InvalidRequest, "id must be a string or an integer")
-            return
-        if data.get("jsonrpc") != "2.0":
-            self._reply_error(msg_id, ErrorCode.InvalidRequest, 'jsonrpc must be "2.0"')
-            return
-        method = data.get("method")
-        if method is None:
-            if "id" in data and ("result" in data or "error" in data):
-                self._dispatch(data, msg_id)  # a response to one of our requests
+        verdict = check(
+            frame,
+            shutting_down=self._shutdown,
+            initialized=self._server.connection.is_initialized,
+        )
+        if isinstance(verdict, Refusal):
+            if verdict.answer:
+                self._reply_error(verdict.msg_id, verdict.code, verdict.message)
             else:
-                self._reply_error(msg_id, ErrorCode.InvalidRequest, "a request needs a method")
+                log.info("dropped a message: %s", verdict.message)
             return
-        if not isinstance(method, str):
-            self._reply_error(msg_id, ErrorCode.InvalidRequest, "method must be a string")
-            return
-        is_request = "id" in data
-        if self._shutdown and method != methods.EXIT:
-            if is_request:
-                self._reply_error(msg_id, ErrorCode.InvalidRequest, "the server is shutting down")
-            return
-        if not self._server.connection.is_initialized and method not in _BEFORE_INITIALIZE:
-            # LSP: requests before initialize get ServerNotInitialized; notifications
-            # are dropped.
-            if is_request:
-                self._reply_error(
-                    msg_id,
-                    ErrorCode.ServerNotInitialized,
-                    f"the server is not initialized: send {methods.INITIALIZE} first",
-                )
-            else:
-                log.info("dropped %s before initialize", method)
-            return
-        if method == methods.CANCEL_REQUEST and not _valid_cancel(data.get("params")):
-            log.info("dropped a %s without a valid id: %.200r", method, data.get("params"))
-            return
-        self._dispatch(data, msg_id)
+        self._dispatch(verdict, verdict.get("id"))
 
     def _dispatch(self, data: dict[str, Any], msg_id: Any) -> None:
         try:
@@ -247,7 +204,9 @@ class ConnectionProtocol(LanguageServerProtocol):
         self, params: lsp.InitializeParams
     ) -> Generator[Any, Any, lsp.InitializeResult]:
         server = self._server
-        warnings = apply_options(server.shared.settings, params.initialization_options)
+        server.settings, warnings = settings_for(
+            server.shared.settings, params.initialization_options
+        )
         result: lsp.InitializeResult = yield from super().lsp_initialize(params)
         result.capabilities.experimental = {
             "terminalRegistry": {
@@ -279,6 +238,8 @@ class ConnectionServer(LanguageServer):
     def __init__(self, shared: Shared, connection: Connection) -> None:
         self.shared = shared
         self.connection = connection
+        #: This connection's own settings: the server's, with its initializationOptions.
+        self.settings = dataclasses.replace(shared.settings)
         super().__init__(
             SERVER_NAME,
             server_version(),
@@ -290,10 +251,6 @@ class ConnectionServer(LanguageServer):
     @property
     def registry(self) -> TerminalRegistry:
         return self.shared.registry
-
-    @property
-    def settings(self) -> Settings:
-        return self.shared.settings
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Request errors are answered to the requester; the rest go to our log, not
@@ -312,6 +269,7 @@ class Connection:
         transport: asyncio.WriteTransport,
         *,
         owner: bool,
+        limits: QueueLimits | None = None,
     ) -> None:
         self.name = name
         self.owner = owner
@@ -320,7 +278,15 @@ class Connection:
         self.exit_code = 0
         self._shared = shared
         self._reader = reader
-        self._writer = StreamWriterAdapter(transport)
+        limits = limits or QueueLimits()
+        self._writer = StreamWriterAdapter(
+            transport,
+            congested=limits.congested,
+            limit=limits.limit,
+            on_overflow=self._overflowed,
+        )
+        #: Per terminal, characters of output this client missed while congested.
+        self._missed: dict[int, int] = {}
         self._done = asyncio.Event()
         self.server = ConnectionServer(shared, self)
         self.server.protocol.set_writer(self._writer)
@@ -336,8 +302,26 @@ class Connection:
             self._shared.watch_parent(client_pid)
 
     def notify(self, method: str, params: Any) -> None:
-        if self.is_initialized and not self._done.is_set():
-            self.protocol.notify(method, params)
+        if not self.is_initialized or self._done.is_set():
+            return
+        if method == methods.DID_WRITE:
+            # Output is what a client that does not read piles up: held back while
+            # congested, and the next didWrite says how much was missed (a mirror
+            # repaints with terminal/replay).
+            terminal_id = params["terminalId"]
+            if self._writer.congested(len(params["data"])):
+                self._missed[terminal_id] = self._missed.get(terminal_id, 0) + len(params["data"])
+                return
+            missed = self._missed.pop(terminal_id, None)
+            if missed:
+                params = {**params, "missed": missed}
+        elif method == methods.DID_CLOSE:
+            self._missed.pop(params["terminalId"], None)
+        self.protocol.notify(method, params)
+
+    def _overflowed(self) -> None:
+        log.warning("%s: the client does not read what it asked for: disconnected", self.name)
+        self._done.set()
 
     async def serve(self) -> None:
         """Read and dispatch until the client goes away or says ``exit``."""
@@ -376,35 +360,6 @@ class Connection:
 
     def close(self) -> None:
         self._done.set()
-
-
-def as_rpc_error(error: BaseException) -> RegistryError:
-    """The protocol error an exception raised while handling a request becomes."""
-    if isinstance(error, RegistryError):
-        return error
-    if isinstance(error, engine.UnknownTerminalError):
-        return UnknownTerminalError(str(error))
-    if isinstance(error, (engine.TerminalBusyError, engine.TerminalClosedError)):
-        # A closed terminal cannot take the request any more than a busy one can.
-        return TerminalBusyError(str(error))
-    if isinstance(error, engine.SpawnError):
-        return SpawnFailedError(str(error))
-    if isinstance(error, (engine.InvalidCwdError, ValueError)):
-        return InvalidParamsError(str(error))
-    return InternalError(f"internal error: {type(error).__name__}: {error}")
-
-
-#: What a client may send before ``initialize``.
-_BEFORE_INITIALIZE = frozenset({methods.INITIALIZE, methods.EXIT})
-
-
-def _valid_id(value: Any) -> bool:
-    """JSON-RPC ids we accept: strings and integers (no booleans, floats, objects)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _valid_cancel(params: Any) -> bool:
-    return isinstance(params, dict) and _valid_id(params.get("id"))
 
 
 def _is_plain(value: Any) -> bool:

@@ -68,7 +68,7 @@ def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
 
 async def acquire(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.AcquireParams, params)
-    terminal = await ls.registry.get_or_create(p.cwd, p.task_id, p.provider)
+    terminal = await ls.registry.get_or_create(p.cwd, p.task_id, p.provider, settings=ls.settings)
     return _info(ls, terminal)
 
 
@@ -87,12 +87,13 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
         timeout=timeout,
         env=p.env,
         background=True,
+        settings=ls.settings,
     )
     if p.background:
         return wire.unstructure(run_result(ls, started))
     progress = _Progress(ls, p.work_done_token, started) if p.work_done_token else None
     try:
-        await started.wait()
+        await registry.wait(started)
     except asyncio.CancelledError:
         # $/cancelRequest: interrupt the command (Ctrl-C, then its process tree).
         with contextlib.suppress(Exception):
@@ -101,7 +102,6 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
     finally:
         if progress is not None:
             progress.end()
-    registry.mark_retrieved(started)
     return wire.unstructure(run_result(ls, started))
 
 
@@ -135,8 +135,9 @@ async def list_terminals(ls: ConnectionServer, params: Any) -> Any:
 
 
 async def output(ls: ConnectionServer, params: Any) -> Any:
-    p = wire.structure_params(wire.TerminalIdParams, params)
-    return wire.unstructure(wire.OutputResult(ls.registry.unretrieved_output(p.terminal_id)))
+    p = wire.structure_params(wire.OutputParams, params)
+    text = ls.registry.unretrieved_output(p.terminal_id, run_id=p.run_id, peek=p.peek)
+    return wire.unstructure(wire.OutputResult(text))
 
 
 async def get(ls: ConnectionServer, params: Any) -> Any:
@@ -164,7 +165,9 @@ async def environment_details(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.EnvironmentDetailsParams, params)
     cooldown = p.cooldown_timeout_ms / 1000 if p.cooldown_timeout_ms is not None else None
     registry = ls.registry
-    report = await registry.environment_details(p.task_id, cooldown)
+    report = await registry.environment_details(
+        p.task_id, cooldown, settings=ls.settings, peek=p.peek
+    )
     terminals = [
         terminal_info(registry, e.terminal)
         for e in registry.covered_entries(p.task_id)
@@ -229,10 +232,12 @@ class _Progress:
     async def _report(self) -> None:
         last = ""
         started = time.monotonic()
+        compress = self._ls.settings.compress_progress_bar
         while not self._run.done:
             await asyncio.sleep(PROGRESS_INTERVAL)
             text = self._run.output[-4096:].decode("utf-8", "replace")
-            lines = [line for line in compress_terminal_output(text).splitlines() if line.strip()]
+            cleaned = compress_terminal_output(text, None, None, compress)
+            lines = [line for line in cleaned.splitlines() if line.strip()]
             line = lines[-1] if lines else ""
             if line != last:
                 last = line

@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, cast
@@ -176,7 +176,40 @@ async def _stop_on_signal(session: McpSession, release: bool) -> None:
             return
 
 
-def main(args: argparse.Namespace) -> int:
+def parser() -> argparse.ArgumentParser:
+    """``terminal-registry mcp``'s options."""
+    mcp = argparse.ArgumentParser(
+        prog="terminal-registry mcp",
+        description="An MCP server over stdio for agents (Claude Code, Codex, Cursor, VS "
+        "Code): run_command, wait_for_command, write_input, send_keys, ... on the per-user "
+        "background server's terminals (see docs/mcp.md).",
+    )
+    place = mcp.add_mutually_exclusive_group()
+    place.add_argument("--socket", help="the server's socket (default: as for `run`)")
+    place.add_argument(
+        "--standalone",
+        action="store_true",
+        help="use a private server that ends, with its terminals, when this does",
+    )
+    mcp.add_argument(
+        "--call-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="the longest a tool call waits on a command before returning its output so "
+        "far (default 30; the command keeps running)",
+    )
+    mcp.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="where commands run when the model gives no cwd (default: where this starts)",
+    )
+    mcp.add_argument("--log-level", default="WARNING")
+    return mcp
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
     if args.log_level.upper() != "DEBUG":
         # pygls logs every error answer it reads with a traceback; the tool reports it.

@@ -19,9 +19,10 @@ import stat
 from typing import Any
 
 from registry.config import Settings
+from registry.keeper import Keeper
 from registry.registry import TerminalRegistry
 
-from .connection import Connection, Shared
+from .connection import Connection, QueueLimits, Shared
 from .handlers import HANDLERS
 from .listen import check_socket_directory, claim_stdio, peer_credentials, socket_accepts
 from .notifications import Fanout
@@ -36,9 +37,17 @@ SOCKET_VARIABLE = "TERMINAL_REGISTRY_SOCKET"
 class Hub:
     """The registry, its connections, and the server's lifecycle."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        limits: QueueLimits | None = None,
+        keeper: Keeper | None = None,
+    ) -> None:
         self.settings = settings or Settings()
-        self.registry = TerminalRegistry(self.settings)
+        self.limits = limits or QueueLimits()
+        self.keeper = keeper
+        self.registry = TerminalRegistry(self.settings, keeper=keeper)
         self.connections: set[Connection] = set()
         self.fanout = Fanout(self.registry, lambda: self.connections)
         self.registry.subscribe(self.fanout)
@@ -77,6 +86,9 @@ class Hub:
                     os.unlink(self._socket_path)
         self.fanout.flush_all()
         await self.registry.close()
+        if self.keeper is not None:
+            # Every terminal ended its processes: nothing is left for the watchdog.
+            self.keeper.close()
         for connection in list(self.connections):
             connection.close()
         for task in list(self._tasks):
@@ -95,7 +107,9 @@ class Hub:
         *,
         owner: bool,
     ) -> Connection:
-        connection = Connection(self._shared, name, reader, transport, owner=owner)
+        connection = Connection(
+            self._shared, name, reader, transport, owner=owner, limits=self.limits
+        )
         for method, handler in HANDLERS.items():
             connection.server.feature(method)(handler)
         self.connections.add(connection)
@@ -131,6 +145,8 @@ class Hub:
         self._socket_server = await asyncio.start_unix_server(self._accept, path)
         os.chmod(path, 0o600)
         self._socket_path = path
+        if self.keeper is not None:
+            self.keeper.add_cleanup(path)  # a dead server's socket is removed too
         if export:
             # Terminals started from now on are told where this registry is.
             os.environ[SOCKET_VARIABLE] = path

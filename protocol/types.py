@@ -17,12 +17,7 @@ messages (``initialize``) through it -- with hooks of our own, registered once:
 
 from __future__ import annotations
 
-import functools
-import re
-import types
-import typing
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import cattrs
@@ -30,7 +25,7 @@ from lsprotocol.converters import get_converter
 from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 
 from . import methods
-from .errors import InvalidParamsError
+from .strict import OMIT_IF_NONE, RULE, Rule, camel, structure_params, unstructure_fields
 
 __all__ = [
     "NOTIFICATIONS",
@@ -43,6 +38,7 @@ __all__ = [
     "EnvironmentDetailsParams",
     "EnvironmentDetailsResult",
     "ListParams",
+    "OutputParams",
     "OutputResult",
     "ReleaseParams",
     "ReplayParams",
@@ -53,40 +49,40 @@ __all__ = [
     "TerminalIdParams",
     "TerminalInfo",
     "WriteParams",
+    "camel",
     "converter",
     "converter_factory",
     "structure_params",
     "unstructure",
 ]
 
-T = TypeVar("T")
-
-
-@functools.cache
-def camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
 # -- requests -------------------------------------------------------------------------
+
+#: Text that reaches a shell, a path or an environment.
+_TEXT = Rule(no_nul=True)
+#: The kernel's window size is two unsigned shorts (struct winsize).
+_SIZE = Rule(min=1, max=65535)
+#: Durations in ms: not negative; at most ~24.8 days (what a 32-bit int holds).
+_MS = Rule(min=0, max=2**31 - 1)
+_ENV = Rule(no_nul=True, env_names=True)
 
 
 @attrs.define
 class AcquireParams:
-    cwd: str
+    cwd: str = attrs.field(metadata={RULE: _TEXT})
     task_id: str | None = None
     provider: str = "shell"
 
 
 @attrs.define
 class RunParams:
-    command: str
+    command: str = attrs.field(metadata={RULE: _TEXT})
     terminal_id: int | None = None
-    cwd: str | None = None
+    cwd: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
     task_id: str | None = None
     provider: str | None = None
-    timeout_ms: int | None = None
-    env: dict[str, str] | None = None
+    timeout_ms: int | None = attrs.field(default=None, metadata={RULE: _MS})
+    env: dict[str, str] | None = attrs.field(default=None, metadata={RULE: _ENV})
     background: bool = False
     work_done_token: int | str | None = None
 
@@ -100,13 +96,22 @@ class WriteParams:
 @attrs.define
 class ResizeParams:
     terminal_id: int
-    cols: int
-    rows: int
+    cols: int = attrs.field(metadata={RULE: _SIZE})
+    rows: int = attrs.field(metadata={RULE: _SIZE})
 
 
 @attrs.define
 class TerminalIdParams:
     terminal_id: int
+
+
+@attrs.define
+class OutputParams:
+    terminal_id: int
+    #: Only this run's output (a run of that terminal).
+    run_id: int | None = None
+    #: Leave it unretrieved.
+    peek: bool = False
 
 
 @attrs.define
@@ -118,7 +123,7 @@ class ListParams:
 @attrs.define
 class ReplayParams:
     terminal_id: int
-    max_bytes: int | None = None
+    max_bytes: int | None = attrs.field(default=None, metadata={RULE: Rule(min=0)})
 
 
 @attrs.define
@@ -129,7 +134,9 @@ class ReleaseParams:
 @attrs.define
 class EnvironmentDetailsParams:
     task_id: str | None = None
-    cooldown_timeout_ms: int | None = None
+    cooldown_timeout_ms: int | None = attrs.field(default=None, metadata={RULE: _MS})
+    #: Report without marking anything retrieved (a person looking, not the agent).
+    peek: bool = False
 
 
 # -- results ----------------------------------------------------------------------------
@@ -162,10 +169,10 @@ class RunResult:
     cwd: str | None
     duration_ms: int
     #: Subprocess provider only (None elsewhere, and then left off the wire).
-    stdout: str | None = None
-    stderr: str | None = None
+    stdout: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
+    stderr: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
     #: Added field: why the run ended as it did (fallbacks, heuristics, failures).
-    note: str | None = None
+    note: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
 
 
 @attrs.define
@@ -204,6 +211,8 @@ class DidWriteParams:
     terminal_id: int
     data: str
     run_id: int | None = None
+    #: Characters this client did not get because it was not reading (per connection).
+    missed: int | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
 
 
 @attrs.define
@@ -225,7 +234,7 @@ REQUESTS: dict[str, tuple[type, Any]] = {
     methods.KILL: (TerminalIdParams, None),
     methods.CLOSE: (TerminalIdParams, None),
     methods.LIST: (ListParams, list[TerminalInfo]),
-    methods.OUTPUT: (TerminalIdParams, OutputResult),
+    methods.OUTPUT: (OutputParams, OutputResult),
     methods.GET: (TerminalIdParams, TerminalInfo),
     methods.REPLAY: (ReplayParams, ReplayResult),
     methods.RELEASE: (ReleaseParams, None),
@@ -243,67 +252,6 @@ NOTIFICATIONS: dict[str, type] = {
 }
 
 
-#: Fields left off the wire when None (docs/protocol.md: "subprocess provider only").
-_OMIT_IF_NONE = {(RunResult, "stdout"), (RunResult, "stderr"), (RunResult, "note")}
-
-
-@attrs.frozen
-class _Rule:
-    """What an incoming field must be beyond its type (checked by structure_params)."""
-
-    min: int | None = None
-    max: int | None = None
-    #: Text that reaches a shell, a path or an environment: a NUL cannot be passed on.
-    no_nul: bool = False
-    #: Dict keys that must be environment variable names.
-    env_names: bool = False
-
-
-#: The kernel's window size is two unsigned shorts (struct winsize).
-_SIZE = _Rule(min=1, max=65535)
-#: Durations in ms: not negative; at most ~24.8 days (what a 32-bit int holds).
-_MS = _Rule(min=0, max=2**31 - 1)
-
-_RULES: dict[tuple[type, str], _Rule] = {
-    (AcquireParams, "cwd"): _Rule(no_nul=True),
-    (RunParams, "command"): _Rule(no_nul=True),
-    (RunParams, "cwd"): _Rule(no_nul=True),
-    (RunParams, "timeout_ms"): _MS,
-    (RunParams, "env"): _Rule(no_nul=True, env_names=True),
-    (ResizeParams, "cols"): _SIZE,
-    (ResizeParams, "rows"): _SIZE,
-    (ReplayParams, "max_bytes"): _Rule(min=0),
-    (EnvironmentDetailsParams, "cooldown_timeout_ms"): _MS,
-}
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _apply_rule(rule: _Rule, value: Any, where: str) -> None:
-    if value is None:
-        return
-    if isinstance(value, int) and not isinstance(value, bool):
-        if (rule.min is not None and value < rule.min) or (
-            rule.max is not None and value > rule.max
-        ):
-            low = {None: "", 0: "not negative", 1: "positive"}.get(rule.min, f"at least {rule.min}")
-            high = "" if rule.max is None else f"at most {rule.max}"
-            bounds = " and ".join(part for part in (low, high) if part)
-            raise InvalidParamsError(f"{where} must be {bounds}, got {value}")
-        return
-    if isinstance(value, str):
-        if rule.no_nul and "\0" in value:
-            raise InvalidParamsError(f"{where} must not contain a NUL character")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if rule.env_names and not _ENV_NAME.fullmatch(key):
-                raise InvalidParamsError(
-                    f"{where} key {key!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
-                )
-            _apply_rule(rule, item, f"{where}.{key}")
-
-
 _OUR_TYPES = frozenset(
     {
         *(params for params, _result in REQUESTS.values()),
@@ -314,127 +262,8 @@ _OUR_TYPES = frozenset(
 )
 
 
-# -- strict structuring -----------------------------------------------------------------
-
-_TYPE_WORDS = {int: "an integer", str: "a string", bool: "a boolean", float: "a number"}
-
-
-def _check(value: Any, annotation: Any, where: str) -> Any:
-    """Return ``value`` if it has the annotated type exactly; else raise naming ``where``."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(annotation)
-        if value is None and type(None) in options:
-            return None
-        real = [o for o in options if o is not type(None)]
-        if len(real) == 1:
-            return _check(value, real[0], where)
-        for option in real:
-            try:
-                return _check(value, option, where)
-            except InvalidParamsError:
-                continue
-        expected = " or ".join(_describe(o) for o in real)
-        raise InvalidParamsError(f"{where} must be {expected}, got {_kind(value)}")
-    if origin is dict:
-        key_type, value_type = typing.get_args(annotation)
-        if not isinstance(value, dict):
-            raise InvalidParamsError(f"{where} must be an object, got {_kind(value)}")
-        return {
-            _check(k, key_type, f"{where} key"): _check(v, value_type, f"{where}.{k}")
-            for k, v in value.items()
-        }
-    if annotation is bool:
-        if not isinstance(value, bool):
-            raise InvalidParamsError(f"{where} must be a boolean, got {_kind(value)}")
-        return value
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidParamsError(f"{where} must be an integer, got {_kind(value)}")
-        return value
-    if annotation is str:
-        if not isinstance(value, str):
-            raise InvalidParamsError(f"{where} must be a string, got {_kind(value)}")
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                # JSON can carry "\\ud800"; no terminal, path or environment can.
-                raise InvalidParamsError(
-                    f"{where} contains a lone surrogate (not valid Unicode)"
-                ) from None
-        return value
-    raise TypeError(f"no strict check for {annotation!r}")  # pragma: no cover
-
-
-def _describe(annotation: Any) -> str:
-    return _TYPE_WORDS.get(annotation, "an object")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "an array",
-        dict: "an object",
-    }.get(type(value), type(value).__name__)
-
-
-def _fields(cls: type) -> tuple[tuple[str, str, Any, bool], ...]:
-    """(name, wire name, annotation, required) per field: computed once per class."""
-    cached = _FIELDS.get(cls)
-    if cached is None:
-        cached = _FIELDS[cls] = _compute_fields(cls)
-    return cached
-
-
-_FIELDS: dict[type, tuple[tuple[str, str, Any, bool], ...]] = {}
-
-
-def _compute_fields(cls: type) -> tuple[tuple[str, str, Any, bool], ...]:
-    """(name, wire name, annotation, required) per field: computed once per class."""
-    hints = typing.get_type_hints(cls)
-    return tuple(
-        (field.name, camel(field.name), hints[field.name], field.default is attrs.NOTHING)
-        for field in attrs.fields(cls)
-    )
-
-
-def structure_params(cls: type[T], params: Any) -> T:
-    """Build ``cls`` from wire params, strictly; InvalidParamsError names the field."""
-    if params is None:
-        params = {}
-    if not isinstance(params, Mapping):
-        raise InvalidParamsError(f"params must be an object, got {_kind(params)}")
-    values: dict[str, Any] = {}
-    for name, wire, annotation, required in _fields(cls):
-        if wire not in params:
-            if required:
-                raise InvalidParamsError(f"missing required field {wire!r}")
-            continue
-        value = values[name] = _check(params[wire], annotation, wire)
-        rule = _RULES.get((cls, name))
-        if rule is not None:
-            _apply_rule(rule, value, wire)
-    return cls(**values)
-
-
-_PLAIN = (str, int, float, bool, type(None))
-
-
 def _unstructure_ours(obj: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    cls = type(obj)
-    for name, wire, _annotation, _required in _fields(cls):
-        value = getattr(obj, name)
-        if value is None and (cls, name) in _OMIT_IF_NONE:
-            continue
-        out[wire] = value if isinstance(value, _PLAIN) else converter.unstructure(value)
-    return out
+    return unstructure_fields(obj, converter.unstructure)
 
 
 def _make_converter() -> cattrs.Converter:

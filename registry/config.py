@@ -50,6 +50,9 @@ class Settings:
     shell_integration_timeout: float = 5.0
     #: Whether the registry falls back to the subprocess provider at all.
     fallback_to_subprocess: bool = True
+    #: Which terminals of other tasks a task may be handed (tier 2): "idle" ones
+    #: (any idle terminal in that cwd), only "released" ones, or "never".
+    reuse_across_tasks: str = "idle"
     #: Subprocess provider: after the command exits, how long to read its pipes to
     #: end-of-file (a background child may hold them open for ever).
     output_drain_timeout: float = 0.25

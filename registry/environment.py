@@ -1,26 +1,23 @@
-"""Environment details: a markdown snapshot of what a task's terminals are doing.
+"""Environment details: a markdown rendering of what a task's terminals are doing.
 
 The report an agent puts in front of its model: active terminals (working directory,
 the command they run, output not seen yet), then inactive terminals whose completed
-runs have output not seen yet.  Building it retrieves that output, so the next report
-does not repeat it.  Nothing to report gives empty markdown.
+runs have output not seen yet.  Nothing to report gives empty markdown.
 
-This module only formats; the registry decides which terminals are covered and waits
-for hot ones to cool down first.
+This module only formats.  The registry decides which terminals are covered, waits
+for hot ones to cool down, and takes the snapshots rendered here
+(:class:`ReportedTerminal`, :class:`ReportedRun`), retrieving their unread output so
+the next report does not repeat it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .run import RunState
-from .unread import UnreadRun
 
-if TYPE_CHECKING:
-    from .registry import TerminalEntry
-
-__all__ = ["EnvironmentReport", "ReportedRun", "ReportedTerminal", "build_report"]
+__all__ = ["EnvironmentReport", "ReportedRun", "ReportedTerminal", "render_report"]
 
 
 @dataclass(frozen=True)
@@ -57,36 +54,11 @@ class EnvironmentReport:
         return [t for t in self.terminals if not t.active]
 
 
-def build_report(entries: list[TerminalEntry]) -> EnvironmentReport:
-    """Report on ``entries`` (oldest terminal first), retrieving their unread output."""
-    active: list[ReportedTerminal] = []
-    inactive: list[ReportedTerminal] = []
-    for entry in entries:
-        terminal = entry.terminal
-        running = terminal.current_run if not terminal.closed else None
-        runs = [_reported(u) for u in entry.unread.take()]
-        if running is not None:
-            active.append(
-                ReportedTerminal(
-                    terminal.id, entry.task_id, terminal.cwd, True, running.command_line, runs
-                )
-            )
-        elif runs:
-            inactive.append(
-                ReportedTerminal(terminal.id, entry.task_id, terminal.cwd, False, None, runs)
-            )
+def render_report(terminals: Sequence[ReportedTerminal]) -> EnvironmentReport:
+    """The report on ``terminals`` (oldest first): the active ones, then the rest."""
+    active = [t for t in terminals if t.active]
+    inactive = [t for t in terminals if not t.active]
     return EnvironmentReport(_markdown(active, inactive), [*active, *inactive])
-
-
-def _reported(unread: UnreadRun) -> ReportedRun:
-    return ReportedRun(
-        unread.run_id,
-        unread.command_line,
-        unread.state.value,
-        unread.exit_code,
-        unread.ended,
-        unread.text,
-    )
 
 
 def _markdown(active: list[ReportedTerminal], inactive: list[ReportedTerminal]) -> str:

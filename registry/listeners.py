@@ -3,12 +3,17 @@
 A terminal's read path and the registry both tell observers what happened; an
 observer that raises is logged and skipped, so one faulty listener (a client that
 vanished, say) never stops the output reaching the others.
+
+Events are method calls checked by the type checker, not names looked up at run
+time: ``listeners.call(lambda listener: listener.on_change(terminal))``, so a
+misspelt event fails ``mypy`` instead of logging an error while serving.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 __all__ = ["Listeners"]
@@ -29,10 +34,10 @@ class Listeners(Generic[L]):
         with contextlib.suppress(ValueError):
             self._items.remove(listener)
 
-    def emit(self, event: str, *args: object) -> None:
-        """Call ``listener.<event>(*args)`` on each, in subscription order."""
+    def call(self, event: Callable[[L], object]) -> None:
+        """``event(listener)`` for each listener, in subscription order."""
         for listener in list(self._items):
             try:
-                getattr(listener, event)(*args)
+                event(listener)
             except Exception:
-                log.exception("listener %s failed on %s", listener, event)
+                log.exception("listener %s failed", listener)

@@ -102,6 +102,14 @@ class IncrementalText:
     def decode(self, data: bytes, final: bool = False) -> str:
         return self._decoder.decode(data, final)
 
+    def peek(self, data: bytes, final: bool = False) -> str:
+        """What :meth:`decode` would give, leaving the decoder as it was."""
+        state = self._decoder.getstate()
+        try:
+            return self._decoder.decode(data, final)
+        finally:
+            self._decoder.setstate(state)
+
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL/ST), DCS/SOS/PM/APC strings, two-byte
 # escapes (charset designation ESC ( B, keypad ESC = / ESC >, ESC 7/8, ...), and the

@@ -7,7 +7,11 @@ finds processes three ways, because each alone misses some:
 * the members of a terminal's foreground process group (the command that is running,
   not the background jobs it left);
 * every process of ours whose environment carries a terminal's tag, which finds
-  children that escaped into their own session and were reparented away.
+  children that escaped into their own session and were reparented away;
+* the members of process groups seen while a command ran (:func:`in_groups`), which
+  finds the ``&`` children a ``bash -c`` left behind when it died (its jobs ignore
+  SIGINT and were re-parented to init), and the members of a terminal's cgroup that
+  started after a command did (:func:`started_since`).
 
 Waiting for processes to exit is an event, not a poll, where the OS allows it: a
 pidfd becomes readable when its process exits (Linux >= 5.3).  Elsewhere psutil's
@@ -20,15 +24,21 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterable, Sequence
 
 import psutil
 
 __all__ = [
+    "boot_clock",
     "descendants",
     "end_processes",
     "foreground_processes",
+    "in_groups",
+    "process_tree",
     "signal_name",
+    "started_at",
+    "started_since",
     "tagged_processes",
     "wait_gone",
 ]
@@ -82,6 +92,68 @@ def _group_members(pgrp: int) -> list[psutil.Process]:
     return []
 
 
+def boot_clock() -> float:
+    """Seconds since boot, on the clock the kernel stamps process start times with.
+
+    (psutil's ``create_time`` adds those to a boot time rounded to the second, so it
+    cannot order a process against a moment to better than a second.)
+    """
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def started_at(pid: int) -> float | None:
+    """When ``pid`` started, on :func:`boot_clock`; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[19]) / _TICKS  # field 22, starttime, in clock ticks
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: A start time is a whole tick: one that began in the tick of ``since`` counts as after.
+_TICK = 1.0 / _TICKS
+
+
+def in_groups(pgids: Iterable[int], *, since: float = 0.0) -> list[psutil.Process]:
+    """This user's live processes in any of the process groups ``pgids`` (a scan),
+    started at ``since`` (:func:`boot_clock`) or later -- a group number the kernel
+    reused later names a stranger, whose start time gives it away."""
+    wanted = set(pgids)
+    if not wanted:
+        return []
+    me, uid = os.getpid(), os.getuid()
+    found = []
+    for proc in psutil.process_iter(["uids"]):
+        try:
+            if proc.pid == me or proc.info["uids"].real != uid:
+                continue
+            if os.getpgid(proc.pid) not in wanted:
+                continue
+            start = started_at(proc.pid)
+            if start is not None and start + _TICK >= since and _alive(proc):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def started_since(pids: Iterable[int], since: float) -> list[psutil.Process]:
+    """The live processes of ``pids`` that started at ``since`` (:func:`boot_clock`) or
+    later."""
+    found = []
+    for pid in pids:
+        start = started_at(pid)
+        if start is None or start + _TICK < since:
+            continue
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if _alive(proc):
+                found.append(proc)
+    return found
+
+
 def tagged_processes(name: str, value: str) -> list[psutil.Process]:
     """Processes of this user whose environment has ``name=value``.
 
@@ -103,6 +175,16 @@ def tagged_processes(name: str, value: str) -> list[psutil.Process]:
         except (psutil.Error, OSError):
             continue
     return found
+
+
+def process_tree(pid: int, tag_variable: str, tag: str) -> list[psutil.Process]:
+    """``pid``, every live process below it and every process carrying the tag."""
+    found: dict[int, psutil.Process] = {}
+    with contextlib.suppress(psutil.Error):
+        found[pid] = psutil.Process(pid)
+    for proc in [*descendants(pid), *tagged_processes(tag_variable, tag)]:
+        found.setdefault(proc.pid, proc)
+    return list(found.values())
 
 
 def _alive(proc: psutil.Process) -> bool:

@@ -1,6 +1,6 @@
 """TerminalRegistry: few terminals, reused by task and by where they actually stand.
 
-Lookup (``get_or_create``), exactly as DESIGN.md says:
+Lookup (``get_or_create``):
 
 1. closed terminals are dropped (they leave the index when they close);
 2. tier 1: an idle terminal bound to the task, same provider, same *live* cwd;
@@ -9,14 +9,17 @@ Lookup (``get_or_create``), exactly as DESIGN.md says:
    was just handed and has not used yet;
 4. else a new terminal.  The chosen terminal is bound to the task.
 
-Terminals are indexed by (provider, normalised live cwd), and the index follows
-``cd``: a lookup looks at the terminals standing in that directory only, so 1,000
-terminals answer as fast as 10.  Choosing is synchronous -- no await between looking
-and binding -- so two tasks asking at once never get the same terminal.
+Terminals are indexed by (provider, normalised live cwd) and the index follows
+``cd`` (:mod:`registry.lookup`, which also holds the tier rule).  Choosing is
+synchronous -- no await between looking and binding -- so two tasks asking at once
+never get the same terminal.
 
-The registry also keeps, per terminal, the output not yet retrieved
-(:mod:`registry.unread`) and whether it is hot (:mod:`registry.hot`), and reports
-everything to its listeners (the protocol layer) without knowing who they are.
+Terminals are created through :data:`PROVIDERS`, one entry per provider.
+
+The registry also keeps an entry per terminal (:mod:`registry.entry`: its task,
+unread output and hot state), waits for hot terminals to cool down before a report
+and renders the entries' snapshots (:mod:`registry.environment`), and tells its
+listeners (the protocol layer) everything without knowing who they are.
 """
 
 from __future__ import annotations
@@ -31,30 +34,29 @@ import time
 from collections.abc import Mapping
 
 from .config import Settings
-from .environment import EnvironmentReport, build_report
+from .entry import TerminalEntry, normalise_path
+from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
-from .hot import HotTracker
+from .fallback import integration_in_time
+from .keeper import Keeper
 from .listeners import Listeners
+from .lookup import PlaceIndex, choose
 from .run import TerminalRun
-from .terminals.base import IntegrationState, Terminal, TerminalListener, existing_directory
+from .terminals.base import Terminal, TerminalListener, existing_directory
+from .terminals.children import NOWHERE
 from .terminals.shell import ShellTerminal
 from .terminals.subprocess import SubprocessTerminal
-from .unread import RunOutputQueue
 
 __all__ = ["PROVIDERS", "RegistryListener", "TerminalEntry", "TerminalRegistry", "normalise_path"]
 
 log = logging.getLogger(__name__)
 
-PROVIDERS = ("shell", "subprocess")
-
-
-def normalise_path(path: str) -> str:
-    """A key under which equal directories compare equal.
-
-    Absolute, ``..`` and trailing slashes resolved, symlinks followed; case folded
-    only where the file system ignores case (Windows).
-    """
-    return os.path.normcase(os.path.realpath(os.path.abspath(os.path.expanduser(path))))
+#: Every provider by name, and the terminal class whose ``create`` starts one.
+#: A new provider (ssh, a container) is a Terminal subclass and one entry here.
+PROVIDERS: Mapping[str, type[Terminal]] = {
+    ShellTerminal.provider: ShellTerminal,
+    SubprocessTerminal.provider: SubprocessTerminal,
+}
 
 
 class RegistryListener(TerminalListener):
@@ -64,40 +66,23 @@ class RegistryListener(TerminalListener):
         """A terminal was created and registered."""
 
 
-class TerminalEntry:
-    """What the registry knows of one terminal besides the terminal itself."""
-
-    def __init__(self, terminal: Terminal, task_id: str | None, settings: Settings) -> None:
-        self.terminal = terminal
-        self.task_id = task_id
-        #: Handed to this task and not used yet: other tasks must not take it.
-        self.claimed_by: str | None = None
-        self.claimed = False
-        self.key = normalise_path(terminal.cwd)
-        self.unread = RunOutputQueue(
-            settings.run_output_cap,
-            settings.output_line_limit,
-            settings.output_character_limit,
-            settings.compress_progress_bar,
-        )
-        self.hot = HotTracker(settings.hot_timeout, settings.hot_compiling_timeout)
-        self.cool_timer: asyncio.TimerHandle | None = None
-        #: Said on the next run's note: why this terminal runs a shell's command.
-        self.fallback_note: str | None = None
-
-
 class TerminalRegistry:
     """The registry of terminals. Create, use, then ``await close()``."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, keeper: Keeper | None = None) -> None:
         self.settings = settings or Settings()
+        #: Places terminals' processes and keeps the record that outlives the server.
+        self.keeper = keeper
         self._entries: dict[int, TerminalEntry] = {}
-        self._index: dict[tuple[str, str], dict[int, None]] = {}
+        self._places = PlaceIndex()
         #: Closed terminals whose output has not been reported yet (once).
         self._closed_unread: dict[int, TerminalEntry] = {}
         self._ids = itertools.count(1)
         self._listeners: Listeners[RegistryListener] = Listeners()
         self._closing = False
+        #: Set (and replaced) when a terminal may have stopped being busy and hot:
+        #: what a report waiting for hot terminals to cool down waits on.
+        self._cooled = asyncio.Event()
 
     # -- observers ----------------------------------------------------------------
 
@@ -107,8 +92,15 @@ class TerminalRegistry:
     def unsubscribe(self, listener: RegistryListener) -> None:
         self._listeners.remove(listener)
 
-    def _emit(self, event: str, *args: object) -> None:
-        self._listeners.emit(event, *args)
+    def _changed(self, terminal: Terminal) -> None:
+        self._wake_reports()
+        self._listeners.call(lambda listener: listener.on_change(terminal))
+
+    def _wake_reports(self) -> None:
+        """A terminal changed (it cooled down, its run ended, it closed): reports
+        waiting for hot terminals to cool down look again."""
+        self._cooled.set()
+        self._cooled = asyncio.Event()
 
     # -- lookup -------------------------------------------------------------------
 
@@ -120,39 +112,33 @@ class TerminalRegistry:
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        settings: Settings | None = None,
     ) -> Terminal:
-        """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none."""
-        if provider not in PROVIDERS:
-            raise ValueError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
-        key = normalise_path(existing_directory(cwd))
-        entry = self._find(provider, key, task_id) if shell is None and not env else None
-        if entry is None:
-            entry = await self._create(provider, cwd, task_id, shell=shell, env=env)
-        self._bind(entry, task_id)
-        entry.claimed = True
-        entry.claimed_by = task_id
-        return entry.terminal
+        """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none.
 
-    def _find(self, provider: str, key: str, task_id: str | None) -> TerminalEntry | None:
-        bucket = self._index.get((provider, key))
-        if not bucket:
-            return None
-        second: TerminalEntry | None = None
-        unbound: TerminalEntry | None = None
-        for terminal_id in bucket:
-            entry = self._entries[terminal_id]
-            terminal = entry.terminal
-            if terminal.busy or terminal.closed:
-                continue
-            if entry.task_id == task_id:
-                return entry  # tier 1
-            if entry.claimed and entry.claimed_by != task_id:
-                continue  # just handed to another task, not used yet
-            if entry.task_id is None and unbound is None:
-                unbound = entry
-            elif second is None:
-                second = entry
-        return unbound or second  # tier 2
+        A new terminal runs with ``settings`` (the asking client's; default: the
+        registry's) for its whole life.
+        """
+        if provider not in PROVIDERS:
+            raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
+        settings = settings or self.settings
+        key = normalise_path(existing_directory(cwd))
+        entry = None
+        if shell is None and not env:
+            entry = choose(self._places.at(provider, key), task_id, settings.reuse_across_tasks)
+        if entry is not None and entry.task_id not in (task_id, None):
+            # Tier 2 took another task's idle terminal: the shell is the same shell.
+            entry.notes.append(
+                f"terminal {entry.terminal.id} came from task {entry.task_id}: its shell "
+                "state (cwd, exported variables, history) carries over"
+            )
+        if entry is None:
+            entry = await self._create(
+                provider, cwd, task_id, shell=shell, env=env, settings=settings
+            )
+        self._bind(entry, task_id)
+        entry.claim(task_id)
+        return entry.terminal
 
     async def _create(
         self,
@@ -162,28 +148,32 @@ class TerminalRegistry:
         *,
         shell: str | None,
         env: Mapping[str, str] | None,
+        settings: Settings,
     ) -> TerminalEntry:
         terminal_id = next(self._ids)
-        terminal: Terminal
-        if provider == "shell":
-            terminal = await ShellTerminal.spawn(
-                terminal_id, cwd, self.settings, shell=shell, env=env
+        keeper = self.keeper
+        placement = keeper.placement(terminal_id) if keeper is not None else NOWHERE
+        try:
+            terminal = await PROVIDERS[provider].create(
+                terminal_id, cwd, settings, shell=shell, env=env, placement=placement
             )
-        else:
-            terminal = await SubprocessTerminal.create(
-                terminal_id, cwd, self.settings, shell=shell, env=env
-            )
-        entry = TerminalEntry(terminal, task_id, self.settings)
+        except BaseException:
+            if keeper is not None:
+                keeper.forget(terminal_id)
+            raise
+        if keeper is not None:
+            keeper.adopt(terminal)
+        entry = TerminalEntry(terminal, task_id, settings)
         self._entries[terminal_id] = entry
-        self._index.setdefault((provider, entry.key), {})[terminal_id] = None
+        self._places.add(entry)
         terminal.subscribe(_EntryListener(self, entry))
-        self._emit("on_open", terminal)
+        self._listeners.call(lambda listener: listener.on_open(terminal))
         return entry
 
     def _bind(self, entry: TerminalEntry, task_id: str | None) -> None:
         if entry.task_id != task_id:
             entry.task_id = task_id
-            self._emit("on_change", entry.terminal)
+            self._changed(entry.terminal)
 
     # -- queries ------------------------------------------------------------------
 
@@ -211,12 +201,18 @@ class TerminalRegistry:
     def is_hot(self, terminal_id: int) -> bool:
         return self.entry(terminal_id).hot.is_hot()
 
-    def unretrieved_output(self, terminal_id: int) -> str:
-        """Output not retrieved yet, cleaned; now marked retrieved."""
-        entry = self._entries.get(terminal_id) or self._closed_unread.pop(terminal_id, None)
+    def unretrieved_output(
+        self, terminal_id: int, *, run_id: int | None = None, peek: bool = False
+    ) -> str:
+        """Output not retrieved yet (of one run, with ``run_id``), cleaned; now marked
+        retrieved, unless ``peek``."""
+        entry = self._entries.get(terminal_id) or self._closed_unread.get(terminal_id)
         if entry is None:
             raise UnknownTerminalError(terminal_id)
-        return "\n".join(u.text for u in entry.unread.take() if u.text)
+        taken = entry.unread.take(run_id=run_id, peek=peek)
+        if entry.terminal.closed and not entry.unread.has_unread_completed():
+            self._closed_unread.pop(terminal_id, None)
+        return "\n".join(u.text for u in taken if u.text)
 
     # -- running ------------------------------------------------------------------
 
@@ -231,8 +227,12 @@ class TerminalRegistry:
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         background: bool = False,
+        settings: Settings | None = None,
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
+
+        ``settings`` are the asking client's (default: the registry's): they give the
+        default timeout, the fallback window, and a new terminal's settings.
 
         A foreground run's output counts as retrieved (the caller has it with the
         result); a background run's is reported later.
@@ -244,17 +244,31 @@ class TerminalRegistry:
         so it never runs twice.  With ``background`` the run is returned as soon as
         the command has started.
         """
+        settings = settings or self.settings
         if terminal_id is not None:
             terminal = self.get(terminal_id)
         else:
-            terminal = await self.get_or_create(cwd or os.getcwd(), task_id, provider)
-        if isinstance(terminal, ShellTerminal) and self.settings.fallback_to_subprocess:
-            fallback = await self._fallback_for(terminal, task_id if terminal_id is None else None)
-            if fallback is not None:
-                terminal = fallback
+            terminal = await self.get_or_create(
+                cwd or os.getcwd(), task_id, provider, settings=settings
+            )
+        if isinstance(terminal, ShellTerminal) and settings.fallback_to_subprocess:
+            ready, why = await integration_in_time(
+                terminal,
+                settings.shell_integration_timeout,
+                settings.integration_absolute_timeout,
+            )
+            if not ready:
+                task = task_id if terminal_id is None else None
+                terminal = await self._substitute(terminal, task, settings, why)
+        if timeout is None:
+            timeout = settings.command_timeout
         run = await terminal.start(command, timeout=timeout, env=env)
         if background:
             return run
+        return await self.wait(run)
+
+    async def wait(self, run: TerminalRun) -> TerminalRun:
+        """Wait for ``run`` to end; the caller then has its whole output (retrieved)."""
         await run.wait()
         self.mark_retrieved(run)
         return run
@@ -265,38 +279,26 @@ class TerminalRegistry:
         if entry is not None:
             entry.unread.mark_retrieved(run)
 
-    async def _fallback_for(self, terminal: ShellTerminal, task_id: str | None) -> Terminal | None:
-        """The subprocess terminal to use instead, if the shell's integration is not up."""
-        if terminal.integration is IntegrationState.RICH:
-            return None
-        if terminal.integration is IntegrationState.PENDING:
-            with contextlib.suppress(TimeoutError):
-                state = await asyncio.wait_for(
-                    terminal.ready(), self.settings.shell_integration_timeout
-                )
-                if state is IntegrationState.RICH:
-                    return None
-            terminal.give_up_integration()
-        entry = self.entry(terminal.id)
-        substitute = await self.get_or_create(
-            terminal.cwd, task_id if task_id is not None else entry.task_id, "subprocess"
-        )
-        timeout_ms = int(self.settings.shell_integration_timeout * 1000)
-        substitute_entry = self.entry(substitute.id)
-        substitute_entry.fallback_note = (
-            f"shell integration of terminal {terminal.id} ({terminal.shell}) did not come up "
-            f"within {timeout_ms} ms; ran in subprocess terminal {substitute.id} instead"
-        )
+    async def _substitute(
+        self, terminal: ShellTerminal, task_id: str | None, settings: Settings, why: str
+    ) -> Terminal:
+        """The subprocess terminal that runs the command instead (same task and cwd)."""
+        task = task_id if task_id is not None else self.entry(terminal.id).task_id
+        substitute = await self.get_or_create(terminal.cwd, task, "subprocess", settings=settings)
+        self.entry(substitute.id).notes.append(f"{why}; ran in subprocess terminal {substitute.id}")
         return substitute
 
     # -- releasing and closing ----------------------------------------------------
 
     def release(self, task_id: str) -> None:
-        """Unbind the task's terminals; they become background terminals. Kills nothing."""
-        for entry in self._entries.values():
-            if entry.task_id == task_id:
-                entry.claimed = False
-                entry.claimed_by = None
+        """Unbind the task's terminals; they become background terminals. Kills nothing.
+
+        The task's output not reported yet is reported to the next task that asks.
+        """
+        for entry in [*self._entries.values(), *self._closed_unread.values()]:
+            entry.unread.disown(task_id)
+            if entry.task_id == task_id and not entry.terminal.closed:
+                entry.unclaim()
                 self._bind(entry, None)
 
     async def close_terminal(self, terminal_id: int) -> None:
@@ -318,35 +320,45 @@ class TerminalRegistry:
         task_id: str | None = None,
         cooldown_timeout: float | None = None,
         *,
-        poll_interval: float = 0.1,
+        settings: Settings | None = None,
+        peek: bool = False,
     ) -> EnvironmentReport:
         """What the task's terminals are doing, once hot ones have cooled down.
 
         Covers the task's own terminals and released (unbound) ones; with no task,
-        every terminal.  Waits (polling) until no busy covered terminal is hot, for at
-        most ``cooldown_timeout``.  Reporting marks the output retrieved.
+        every terminal.  Waits until no busy covered terminal is hot, for at most
+        ``cooldown_timeout``: woken by the terminals' cooling timers and run ends,
+        not by polling.  Reporting marks the output retrieved (unless ``peek``: a
+        person looking does not take it from the agent).  Output is its task's: a
+        report for one task never shows another's.
         """
         if cooldown_timeout is None:
-            cooldown_timeout = self.settings.cooldown_timeout
+            cooldown_timeout = (settings or self.settings).cooldown_timeout
         covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
         while any(e.terminal.busy and e.hot.is_hot() for e in covered):
-            if time.monotonic() >= deadline:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 break
-            await asyncio.sleep(poll_interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._cooled.wait(), remaining)
         covered = self.covered_entries(task_id)
-        report = build_report(covered)
+        snapshots = [s for s in (e.snapshot(task_id, peek=peek) for e in covered) if s]
         for entry in covered:
-            if entry.terminal.closed:
+            if entry.terminal.closed and not entry.unread.has_unread_completed():
                 self._closed_unread.pop(entry.terminal.id, None)
-        return report
+        return render_report(snapshots)
 
     def covered_entries(self, task_id: str | None) -> builtins.list[TerminalEntry]:
         """The terminals a task's report covers: its own and released ones (every
         terminal without a task), closed ones with unread output included."""
 
         def covers(entry: TerminalEntry) -> bool:
-            return task_id is None or entry.task_id in (task_id, None)
+            return (
+                task_id is None
+                or entry.task_id in (task_id, None)
+                or entry.unread.has_unread_for(task_id)  # it moved on; its output did not
+            )
 
         live = [e for e in self._entries.values() if covers(e)]
         gone = [e for e in self._closed_unread.values() if covers(e)]
@@ -355,55 +367,18 @@ class TerminalRegistry:
     # -- terminal events ----------------------------------------------------------
 
     def _terminal_changed(self, entry: TerminalEntry) -> None:
-        key = normalise_path(entry.terminal.cwd)
-        if key != entry.key:
-            provider = entry.terminal.provider
-            bucket = self._index.get((provider, entry.key))
-            if bucket is not None:
-                bucket.pop(entry.terminal.id, None)
-                if not bucket:
-                    del self._index[(provider, entry.key)]
-            entry.key = key
-            self._index.setdefault((provider, key), {})[entry.terminal.id] = None
+        self._places.follow(entry)
 
     def _terminal_closed(self, entry: TerminalEntry) -> None:
         terminal = entry.terminal
-        bucket = self._index.get((terminal.provider, entry.key))
-        if bucket is not None:
-            bucket.pop(terminal.id, None)
-            if not bucket:
-                del self._index[(terminal.provider, entry.key)]
+        if self.keeper is not None:
+            self.keeper.forget(terminal.id)
+        self._places.remove(entry)
         self._entries.pop(terminal.id, None)
-        if entry.cool_timer is not None:
-            entry.cool_timer.cancel()
+        entry.closed()
         if entry.unread.has_unread_completed():
             self._closed_unread[terminal.id] = entry
-
-    def _output(self, entry: TerminalEntry, data: bytes, run: TerminalRun | None) -> None:
-        was_hot = entry.hot.is_hot()
-        entry.hot.feed(data.decode("utf-8", "replace"))
-        if run is not None:
-            entry.unread.output(run, data)
-        if not was_hot:
-            self._emit("on_change", entry.terminal)
-        self._schedule_cooling(entry)
-
-    def _schedule_cooling(self, entry: TerminalEntry) -> None:
-        """Tell listeners when the terminal stops being hot (no polling for them)."""
-        if entry.cool_timer is not None:
-            return
-        loop = asyncio.get_running_loop()
-
-        def check() -> None:
-            entry.cool_timer = None
-            if entry.terminal.closed:
-                return
-            if entry.hot.is_hot():
-                self._schedule_cooling(entry)
-            else:
-                self._emit("on_change", entry.terminal)
-
-        entry.cool_timer = loop.call_later(entry.hot.cools_in() + 0.01, check)
+        self._wake_reports()
 
 
 class _EntryListener(TerminalListener):
@@ -414,29 +389,26 @@ class _EntryListener(TerminalListener):
         self._entry = entry
 
     def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
-        self._registry._output(self._entry, data, run)
-        self._registry._emit("on_output", terminal, data, run)
+        # Hot now, and again once it cools: listeners hear both (no polling for them).
+        if self._entry.output(data, run, cooled=self._cooled):
+            self._registry._changed(terminal)
+        self._registry._listeners.call(lambda listener: listener.on_output(terminal, data, run))
+
+    def _cooled(self) -> None:
+        self._registry._changed(self._entry.terminal)
 
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
-        entry = self._entry
-        entry.claimed = False  # used now: busy protects it, then it is reusable
-        entry.claimed_by = None
-        entry.unread.run_started(run)
-        entry.hot.reset()
-        note = entry.fallback_note
-        if note:
-            run.note = f"{note}; {run.note}" if run.note else note
-            entry.fallback_note = None
-        self._registry._emit("on_run_start", terminal, run)
+        self._entry.run_started(run)
+        self._registry._listeners.call(lambda listener: listener.on_run_start(terminal, run))
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
         self._entry.unread.run_ended(run)
-        self._registry._emit("on_run_end", terminal, run)
+        self._registry._listeners.call(lambda listener: listener.on_run_end(terminal, run))
 
     def on_change(self, terminal: Terminal) -> None:
         self._registry._terminal_changed(self._entry)
-        self._registry._emit("on_change", terminal)
+        self._registry._changed(terminal)
 
     def on_close(self, terminal: Terminal) -> None:
         self._registry._terminal_closed(self._entry)
-        self._registry._emit("on_close", terminal)
+        self._registry._listeners.call(lambda listener: listener.on_close(terminal))

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from .output import BoundedBuffer
-from .processes import signal_name
+from .processes import boot_clock, signal_name
 
 __all__ = ["RunState", "TerminalRun"]
 
@@ -57,7 +57,12 @@ class TerminalRun:
         self.cwd: str | None = None
         #: Why the run ended as it did, when that needs saying (fallbacks, failures).
         self.note: str | None = None
+        #: The task the terminal was bound to when the run started: its output is
+        #: that task's to be reported (set by the registry).
+        self.task_id: str | None = None
         self.started_at = time.time()
+        #: The same moment on the clock process start times are kept in.
+        self.started_boot = boot_clock()
         self.ended_at: float | None = None
         self._started_mono = time.monotonic()
         self._ended_mono: float | None = None

@@ -85,11 +85,32 @@ class RunOutputQueue:
     def has_unread_completed(self) -> bool:
         return any(e.run.done for e in self._entries)
 
-    def take(self) -> list[UnreadRun]:
-        """Hand out everything unread (complete lines of running runs); mark it read."""
+    def disown(self, task_id: str) -> None:
+        """The task released its terminals: its unread output is anyone's now."""
+        for entry in self._entries:
+            if entry.run.task_id == task_id:
+                entry.run.task_id = None
+
+    def has_unread_for(self, task_id: str) -> bool:
+        """Whether a run of ``task_id`` has output not handed out yet."""
+        return any(e.run.task_id == task_id for e in self._entries)
+
+    def take(
+        self, task_id: str | None = None, *, run_id: int | None = None, peek: bool = False
+    ) -> list[UnreadRun]:
+        """Hand out everything unread (complete lines of running runs); mark it read.
+
+        With ``task_id``, only runs of that task and of no task: another task's output
+        stays for that task; with ``run_id``, only that run's.  With ``peek``, nothing
+        is marked read.
+        """
         taken: list[UnreadRun] = []
         for entry in list(self._entries):
             run = entry.run
+            if task_id is not None and run.task_id not in (task_id, None):
+                continue
+            if run_id is not None and run.id != run_id:
+                continue
             ended = run.done
             data = entry.pending.getvalue()
             if not ended:
@@ -97,13 +118,16 @@ class RunOutputQueue:
                 rest, data = data[cut:], data[:cut]
             else:
                 rest = b""
-            entry.pending.clear()
-            if rest:
-                entry.pending.append(rest)
-            entry.taken += len(data)
-            text = entry.decoder.decode(data, final=ended)
-            if ended:
-                self._entries.remove(entry)
+            if peek:
+                text = entry.decoder.peek(data, final=ended)
+            else:
+                entry.pending.clear()
+                if rest:
+                    entry.pending.append(rest)
+                entry.taken += len(data)
+                text = entry.decoder.decode(data, final=ended)
+                if ended:
+                    self._entries.remove(entry)
             if text or ended:
                 taken.append(
                     UnreadRun(

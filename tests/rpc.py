@@ -155,6 +155,27 @@ class StdioServer(RawPeer):
         return self.process.returncode or 0
 
 
+async def serve_socket(path: Any, *extra: str) -> asyncio.subprocess.Process:
+    """``terminal-registry serve --socket PATH``, returned once it listens."""
+    read_end, write_end = os.pipe()
+    process = await asyncio.create_subprocess_exec(
+        *SERVER,
+        "--socket",
+        str(path),
+        *extra,
+        "--ready-fd",
+        str(write_end),
+        pass_fds=(write_end,),
+        stdin=asyncio.subprocess.DEVNULL,
+        stderr=_server_log(),
+    )
+    os.close(write_end)
+    ready = await asyncio.to_thread(os.read, read_end, 16)
+    os.close(read_end)
+    assert ready.startswith(b"ready"), ready
+    return process
+
+
 async def connect_socket(path: str) -> RawPeer:
     reader, writer = await asyncio.open_unix_connection(path)
     return RawPeer(reader, writer)

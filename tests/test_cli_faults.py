@@ -182,3 +182,14 @@ def test_list_has_a_header_and_aligned_columns(
     rows = zip(lines[1:], [str(tmp_path), "/"], strict=True)
     cwd_column = {line.index(path) for line, path in rows}
     assert len(cwd_column) == 1  # the cwd column starts at the same place in every row
+
+
+def test_env_without_a_task_peeks(no_runtime_dir: dict[str, str], tmp_path: Path) -> None:
+    env = no_runtime_dir
+    cli("run", "--task", "agent", "--cwd", str(tmp_path), "--", "echo for-the-agent", env=env)
+    # A person looking (no --task) takes nothing from the agent ...
+    assert "for-the-agent" in cli("env", env=env).stdout
+    assert "for-the-agent" in cli("env", env=env).stdout
+    # ... which still gets its output, once.
+    assert "for-the-agent" in cli("env", "--task", "agent", env=env).stdout
+    assert "for-the-agent" not in cli("env", "--task", "agent", env=env).stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import psutil
 import pytest
 import pytest_asyncio
 
+from protocol import methods
 from protocol.client import (
     InvalidParamsError,
     RegistryClient,
@@ -19,6 +21,7 @@ from protocol.client import (
     TerminalBusyError,
     UnknownTerminalError,
 )
+from registry.processes import tagged_processes
 
 FAST = {"killGraceMs": 500, "hotTimeoutMs": 300}
 
@@ -75,7 +78,9 @@ async def test_cancelling_the_caller_interrupts_the_command(
 ) -> None:
     ended = asyncio.Event()
     client.on("terminal/didEndRun", lambda params: ended.set())
-    task = asyncio.ensure_future(client.run("sleep 130", cwd=str(tmp_path), task_id="c3"))
+    tag = f"c3-{os.getpid()}-{id(tmp_path)}"
+    command = f"TR_TEST_TAG={tag} sleep 130"
+    task = asyncio.ensure_future(client.run(command, cwd=str(tmp_path), task_id="c3"))
     started = asyncio.Event()
     client.on("terminal/didStartRun", lambda params: started.set())
     await asyncio.wait_for(started.wait(), 30)
@@ -85,10 +90,8 @@ async def test_cancelling_the_caller_interrupts_the_command(
     # The server confirmed before the cancellation reached us: nothing runs on.
     terminals = await client.list(task_id="c3")
     assert [t.busy for t in terminals] == [False]
-    sleepers = [
-        p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "130"]
-    ]
-    assert sleepers == []
+    # Found by a tag of this test's own, never by name across the machine.
+    assert tagged_processes("TR_TEST_TAG", tag) == []
 
 
 def test_sync_wrapper(tmp_path: Path) -> None:
@@ -103,18 +106,17 @@ async def test_a_server_that_dies_fails_requests_at_once(tmp_path: Path) -> None
     """Killed under a request: the request fails at once, as does every later one."""
     from protocol.client import ConnectionLostError
 
-    from .rpc import alive
-    from .test_socket import _serve_socket
+    from .rpc import alive, serve_socket
 
     directory = tmp_path / "private"
     directory.mkdir(mode=0o700)
     path = directory / "registry.sock"
-    server = await _serve_socket(path)
+    server = await serve_socket(path)
     client = await RegistryClient.connect(str(path))
     shells: list[psutil.Process] = []
     try:
         started = asyncio.Event()
-        client.on("terminal/didStartRun", lambda params: started.set())
+        client.on(methods.DID_START_RUN, lambda params: started.set())
         waiting = asyncio.ensure_future(client.run("sleep 120", cwd=str(tmp_path)))
         await asyncio.wait_for(started.wait(), 30)
         shell = psutil.Process((await client.list())[0].pid)

@@ -13,6 +13,8 @@ import psutil
 import pytest
 import pytest_asyncio
 
+from registry.processes import tagged_processes
+
 from .rpc import StdioServer, alive, frame
 
 FAST = {
@@ -110,6 +112,7 @@ async def test_requests_after_shutdown_are_answered(fresh: StdioServer) -> None:
 
 async def test_client_killed_means_server_gone_and_nothing_left(tmp_path: Path) -> None:
     """A client that dies without a word: the server notices, ends, leaves nothing."""
+    tag = f"killed-client-{os.getpid()}-{id(tmp_path)}"
     script = tmp_path / "client.py"
     script.write_text(
         "import asyncio, os, sys\n"
@@ -118,7 +121,8 @@ async def test_client_killed_means_server_gone_and_nothing_left(tmp_path: Path) 
         "    c = await RegistryClient.spawn()\n"
         "    ready = asyncio.Event()\n"
         "    c.on('terminal/didWrite', lambda p: 'ready' in p['data'] and ready.set())\n"
-        f"    await c.run('echo ready; sleep 303', cwd={str(tmp_path)!r}, background=True)\n"
+        f"    await c.run('echo ready; TR_TEST_TAG={tag} sleep 303', cwd={str(tmp_path)!r},"
+        " background=True)\n"
         "    await ready.wait()\n"
         "    print(c._client._server.pid, flush=True)\n"
         "    await asyncio.Event().wait()\n"
@@ -138,10 +142,8 @@ async def test_client_killed_means_server_gone_and_nothing_left(tmp_path: Path) 
         await client.wait()
     await asyncio.to_thread(psutil.wait_procs, tree, 30)
     assert alive(tree) == []
-    leftovers = [
-        p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "303"]
-    ]
-    assert alive(leftovers) == []
+    # Found by a tag of this test's own, never by name across the machine.
+    assert tagged_processes("TR_TEST_TAG", tag) == []
 
 
 # -- methods ------------------------------------------------------------------------------

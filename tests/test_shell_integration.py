@@ -238,6 +238,19 @@ async def test_none_strategy_runs_on_heuristics(spawn_terminal: SpawnTerminal, s
     assert "guessed" in (run.note or "")
 
 
+@pytest.mark.parametrize("shell", ["bash", "sh"])
+async def test_none_strategy_with_an_exported_prompt_of_any_shape(
+    spawn_terminal: SpawnTerminal, shell: str
+) -> None:
+    # An activated virtualenv exports PS1="(venv) ": no $ # % > at its end.
+    terminal = await spawn_terminal(shell, integration=False, env={"PS1": "(venv) "})
+    run = await terminal.run("echo hi; echo there")
+    assert run.state is RunState.COMPLETED
+    assert clean_lines(run) == ["hi", "there"]
+    second = await terminal.run("echo again")
+    assert clean_lines(second) == ["again"]
+
+
 async def test_integration_that_never_comes_is_none(
     spawn_terminal: SpawnTerminal, tmp_path: Path
 ) -> None:

@@ -14,8 +14,13 @@ from registry.errors import InvalidCwdError, SpawnError, TerminalBusyError, Term
 from registry.output import IncrementalText
 from registry.processes import tagged_processes
 from registry.run import RunState, TerminalRun
-from registry.terminals.base import IntegrationState, Terminal, TerminalListener
-from registry.terminals.shell import TERMINAL_TAG_VARIABLE, ShellTerminal
+from registry.terminals.base import (
+    TERMINAL_TAG_VARIABLE,
+    IntegrationState,
+    Terminal,
+    TerminalListener,
+)
+from registry.terminals.shell import ShellTerminal
 
 from .conftest import SpawnTerminal, fast_settings
 

@@ -15,26 +15,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from .rpc import SERVER, StdioServer, connect_socket
-
-
-async def _serve_socket(path: Path) -> asyncio.subprocess.Process:
-    read_end, write_end = os.pipe()
-    process = await asyncio.create_subprocess_exec(
-        *SERVER,
-        "--socket",
-        str(path),
-        "--ready-fd",
-        str(write_end),
-        pass_fds=(write_end,),
-        stdin=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    os.close(write_end)
-    ready = await asyncio.to_thread(os.read, read_end, 16)
-    os.close(read_end)
-    assert ready.startswith(b"ready"), ready
-    return process
+from .rpc import SERVER, StdioServer, connect_socket, serve_socket
 
 
 @pytest_asyncio.fixture
@@ -42,7 +23,7 @@ async def socket_path(tmp_path: Path) -> AsyncIterator[Path]:
     directory = tmp_path / "private"
     directory.mkdir(mode=0o700)
     path = directory / "registry.sock"
-    process = await _serve_socket(path)
+    process = await serve_socket(path)
     yield path
     process.terminate()
     await asyncio.wait_for(process.wait(), 30)
@@ -123,7 +104,7 @@ async def test_connection_from_another_uid_is_refused() -> None:
     # A directory another user can reach (pytest's tmp dirs are closed to them).
     directory = Path(tempfile.mkdtemp(prefix="tr-peer-", dir="/tmp"))
     path = directory / "s.sock"
-    process = await _serve_socket(path)
+    process = await serve_socket(path)
     try:
         # Open the way (as a careless admin might) so that only the peer check stands.
         # (The probe is perl: the test's own Python may live where nobody can run it.)
@@ -192,3 +173,37 @@ async def test_the_socket_is_not_exported_unless_asked(tmp_path: Path) -> None:
         assert result["output"] == "[unset]\n"
     finally:
         await ide.stop()
+
+
+async def test_settings_are_per_connection(socket_path: Path, tmp_path: Path) -> None:
+    hasty = await connect_socket(str(socket_path))
+    await hasty.initialize({"commandTimeoutMs": 300})
+    patient = await connect_socket(str(socket_path))
+    await patient.initialize({})
+    timed = await hasty.call("terminal/run", {"command": "sleep 5", "cwd": str(tmp_path)})
+    assert timed["state"] == "timedOut"
+    # The other client's default (no timeout) is its own: hasty's did not become it.
+    done = await patient.call("terminal/run", {"command": "sleep 1; echo slept", "cwd": "/"})
+    assert (done["state"], done["output"]) == ("completed", "slept\n")
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"cols": 70000}, "initializationOptions.cols"),
+        ({"rows": 0}, "initializationOptions.rows"),
+        ({"killGraceMs": -1}, "initializationOptions.killGraceMs"),
+        ({"hotTimeoutMs": "x"}, "hotTimeoutMs"),
+        ({"outputLineLimit": 2.5}, "initializationOptions.outputLineLimit"),
+    ],
+)
+async def test_options_out_of_bounds_are_refused(
+    socket_path: Path, options: dict[str, object], words: str
+) -> None:
+    peer = await connect_socket(str(socket_path))
+    error = await peer.error("initialize", {"capabilities": {}, "initializationOptions": options})
+    assert error["code"] == -32602
+    assert words in error["message"]
+    # The connection still initializes with good options, and works.
+    await peer.initialize({"cols": 100})
+    assert isinstance(await peer.call("terminal/list", {}), list)

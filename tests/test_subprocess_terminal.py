@@ -71,6 +71,20 @@ async def test_per_run_env_does_not_persist(sub: SubprocessTerminal) -> None:
     assert run.stdout == b"gone\n"
 
 
+async def test_agent_environment(tmp_path: Path) -> None:
+    # The same environment as a shell terminal's (children.agent_environment), for a
+    # terminal without a PTY: no pager, no stale window size, none of our own variables.
+    env = {"COLUMNS": "80", "TERMINAL_REGISTRY_NONCE": "leaked", "PAGER": "less"}
+    sub = await SubprocessTerminal.create(1, str(tmp_path), fast_settings(), env=env)
+    try:
+        run = await sub.run(
+            'echo "$PAGER $GIT_PAGER $TERM ${COLUMNS-unset} ${TERMINAL_REGISTRY_NONCE-unset}"'
+        )
+        assert run.stdout == b"cat cat dumb unset unset\n"
+    finally:
+        await sub.close()
+
+
 async def test_interactive_command_fails_fast(sub: SubprocessTerminal) -> None:
     run = await sub.run('read answer; echo "read exited $?"', timeout=10)
     assert run.stdout == b"read exited 1\n"

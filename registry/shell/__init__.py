@@ -4,6 +4,6 @@ See :mod:`registry.shell.launch` for the launcher and ``docs/shell-integration.m
 for what the scripts emit and how to add a shell.
 """
 
-from .launch import SHELL_KINDS, ShellLaunch, prepare_launch, shell_kind
+from .launch import SHELL_KINDS, ShellLaunch, prepare_launch, shell_kind, write_private
 
-__all__ = ["SHELL_KINDS", "ShellLaunch", "prepare_launch", "shell_kind"]
+__all__ = ["SHELL_KINDS", "ShellLaunch", "prepare_launch", "shell_kind", "write_private"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["SHELL_KINDS", "ShellLaunch", "prepare_launch", "shell_kind"]
+__all__ = ["SHELL_KINDS", "ShellLaunch", "prepare_launch", "shell_kind", "write_private"]
 
 #: Shells we have integration scripts for.
 SHELL_KINDS = ("bash", "zsh", "fish")
@@ -38,6 +38,13 @@ def _scratch_root() -> str | None:
         if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
             return candidate
     return None  # the system's temp dir
+
+
+def write_private(path: str, text: str) -> None:
+    """A new file only we can read (never through a symlink, never an existing one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(text + "\n")
 
 
 def shell_kind(shell: str) -> str | None:
@@ -98,7 +105,10 @@ def prepare_launch(
 
     temp_dir = tempfile.mkdtemp(prefix="terminal-registry-", dir=_scratch_root())
     os.chmod(temp_dir, 0o700)
-    env["TERMINAL_REGISTRY_NONCE"] = nonce
+    # The nonce goes through a file the integration reads and deletes, never through
+    # the environment or argv: the kernel keeps a process's initial environment
+    # readable in /proc/<pid>/environ for its whole life, `unset` or not.
+    write_private(os.path.join(temp_dir, "nonce"), nonce)
     env["TERMINAL_REGISTRY_DIR"] = temp_dir
     if kind == "bash":
         if login:

@@ -4,20 +4,32 @@ A terminal runs one command at a time, knows its live working directory, and kee
 its recent raw output for mirrors.  Providers (``shell``: a PTY; ``subprocess``: a
 child per command) implement the abstract methods; observers (the registry, the
 protocol layer) subscribe a :class:`TerminalListener`.
+
+A run that is ended on purpose (timed out, cancelled, its terminal closed) ends in
+the state it was ended for, whatever its own end then says: the provider records
+the reason with :meth:`Terminal._end_as` and reads it back through
+:meth:`Terminal._ending_or` when the run finishes.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import os
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Self
 
+import psutil
+
+from ..config import Settings
 from ..errors import InvalidCwdError, TerminalBusyError, TerminalClosedError
 from ..listeners import Listeners
 from ..output import BoundedBuffer
-from ..run import TerminalRun
+from ..processes import wait_gone
+from ..run import RunState, TerminalRun
+from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement
 
 __all__ = [
     "TERMINAL_TAG_VARIABLE",
@@ -26,10 +38,6 @@ __all__ = [
     "TerminalListener",
     "existing_directory",
 ]
-
-#: Every process a terminal starts inherits this variable (a per-terminal token), so
-#: processes that escaped the shell's tree can still be found and ended.
-TERMINAL_TAG_VARIABLE = "TERMINAL_REGISTRY_TERMINAL"
 
 
 def existing_directory(cwd: str) -> str:
@@ -79,11 +87,35 @@ class Terminal(abc.ABC):
         self.id = terminal_id
         self._cwd = cwd
         self._closed = False
+        #: Where its processes go; its cgroup ends whatever escaped everything else.
+        self._placement: Placement = NOWHERE
         self._listeners: Listeners[TerminalListener] = Listeners()
         self._replay = BoundedBuffer(replay_cap, head_share=0.0)
         self.current_run: TerminalRun | None = None
         self.last_run: TerminalRun | None = None
+        #: Why the current run is being ended on purpose, once someone asked.
+        self._ending_state: RunState | None = None
         self._closed_event = asyncio.Event()
+
+    @classmethod
+    @abc.abstractmethod
+    async def create(
+        cls,
+        terminal_id: int,
+        cwd: str,
+        settings: Settings | None = None,
+        *,
+        shell: str | None = None,
+        env: Mapping[str, str] | None = None,
+        placement: Placement = NOWHERE,
+    ) -> Self:
+        """Start a terminal in ``cwd``: what the registry's provider table calls.
+
+        ``placement`` says where its processes go (more environment, a cgroup).
+
+        Raises :class:`InvalidCwdError` for a cwd that is not a directory and
+        :class:`SpawnError` when the terminal cannot be started.
+        """
 
     # -- identity and state -------------------------------------------------------
 
@@ -105,6 +137,16 @@ class Terminal(abc.ABC):
     def last_command(self) -> str | None:
         run = self.current_run or self.last_run
         return run.command_line if run else None
+
+    @property
+    @abc.abstractmethod
+    def tag(self) -> str:
+        """The value of :data:`TERMINAL_TAG_VARIABLE` every process it starts carries."""
+
+    @property
+    def scratch(self) -> str | None:
+        """Its private directory of temporary files, if it has one (removed at close)."""
+        return None
 
     @property
     @abc.abstractmethod
@@ -156,6 +198,17 @@ class Terminal(abc.ABC):
     async def close(self) -> None:
         """End the terminal and every process it started."""
 
+    async def _end_group(self, grace: float) -> None:
+        """End what is left in the terminal's cgroup (a process that cleared its
+        environment and left its session), and wait until it is gone."""
+        group = self._placement.cgroup
+        if group is None:
+            return
+        members = group.members()
+        if members:
+            group.kill()
+            await wait_gone(_processes(members), grace)
+
     def _check_can_start(self) -> None:
         """A new command needs an open terminal with nothing running in it."""
         if self._closed:
@@ -180,29 +233,60 @@ class Terminal(abc.ABC):
     def unsubscribe(self, listener: TerminalListener) -> None:
         self._listeners.remove(listener)
 
-    def _notify(self, event: str, *args: object) -> None:
-        self._listeners.emit(event, self, *args)
+    def _output(self, data: bytes, run: TerminalRun | None) -> None:
+        """Output arrived: into the replay buffer, then to the listeners."""
+        self._replay.append(data)
+        self._listeners.call(lambda listener: listener.on_output(self, data, run))
+
+    def _changed(self) -> None:
+        self._listeners.call(lambda listener: listener.on_change(self))
 
     def _set_cwd(self, cwd: str) -> None:
         if cwd and cwd != self._cwd:
             self._cwd = cwd
-            self._notify("on_change")
+            self._changed()
 
     def _begin_run(self, run: TerminalRun) -> None:
         self.current_run = run
-        self._notify("on_run_start", run)
-        self._notify("on_change")
+        self._listeners.call(lambda listener: listener.on_run_start(self, run))
+        self._changed()
 
     def _end_run(self, run: TerminalRun) -> None:
         if self.current_run is run:
             self.current_run = None
+            self._ending_state = None
         self.last_run = run
-        self._notify("on_run_end", run)
-        self._notify("on_change")
+        self._listeners.call(lambda listener: listener.on_run_end(self, run))
+        self._changed()
 
     def _mark_closed(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._closed_event.set()
-        self._notify("on_close")
+        self._listeners.call(lambda listener: listener.on_close(self))
+
+    # -- ending runs on purpose ---------------------------------------------------
+
+    def _end_as(self, state: RunState, *, unless_ending: bool = False) -> None:
+        """The current run is being ended on purpose: it will end as ``state``.
+
+        The latest reason wins (a cancel during a timeout's interrupt is a cancel),
+        except with ``unless_ending``: closing the terminal under a run that is
+        already being ended keeps that run's reason.
+        """
+        if self.current_run is None or (unless_ending and self._ending_state is not None):
+            return
+        self._ending_state = state
+
+    def _ending_or(self, state: RunState) -> RunState:
+        """The state the current run ends in: what it was ended for, else ``state``."""
+        return self._ending_state or state
+
+
+def _processes(pids: set[int]) -> list[psutil.Process]:
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            found.append(psutil.Process(pid))
+    return found

@@ -21,25 +21,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import secrets
 import shutil
 import signal
 import tempfile
 from collections.abc import Mapping
 
-import psutil
-
 from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
-from ..processes import descendants, end_processes, tagged_processes
+from ..processes import end_processes, process_tree, tagged_processes
 from ..run import RunState, TerminalRun
-from .base import TERMINAL_TAG_VARIABLE, IntegrationState, Terminal, existing_directory
-from .shell import INTERNAL_VARIABLES
+from ..shell import write_private
+from ..shell.syntax import LONG_COMMAND_BYTES, source_line
+from .base import IntegrationState, Terminal, existing_directory
+from .children import (
+    NOWHERE,
+    RUN_TAG_VARIABLE,
+    TERMINAL_TAG_VARIABLE,
+    Placement,
+    agent_environment,
+    new_tag,
+)
 
 __all__ = ["RUN_TAG_VARIABLE", "SubprocessTerminal"]
-
-#: Every process a run starts inherits this variable, unique to the run.
-RUN_TAG_VARIABLE = "TERMINAL_REGISTRY_RUN"
 
 # The command runs through eval, so a syntax error is the command's failure (exit 2)
 # and the EXIT trap still reports where the shell stands.  $1 is the command line,
@@ -55,20 +58,17 @@ _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "__tr_state", "__tr_statu
 _STDIN_NOTE = "stdin is at end-of-file here: programs that wait for input get none"
 
 
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def _posix_shell(preferred: str) -> str:
     """A POSIX shell for ``-c``: the preferred one if it is one, else bash, else sh."""
     name = os.path.basename(preferred)
     if name in ("bash", "zsh", "sh", "dash", "ksh") and shutil.which(preferred):
         return shutil.which(preferred) or preferred
     return shutil.which("bash") or "/bin/sh"
-
-
-def _reset_signals() -> None:
-    for name in ("SIGINT", "SIGQUIT", "SIGTERM", "SIGHUP", "SIGPIPE", "SIGTSTP"):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            signal.signal(getattr(signal, name), signal.SIG_DFL)
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 class SubprocessTerminal(Terminal):
@@ -83,12 +83,15 @@ class SubprocessTerminal(Terminal):
         settings: Settings,
         shell: str,
         env: dict[str, str],
+        placement: Placement = NOWHERE,
     ) -> None:
         super().__init__(terminal_id, cwd, settings.replay_cap)
         self._settings = settings
         self._shell = shell
         self._env = env
-        self._tag = f"{os.getpid()}.{terminal_id}.{secrets.token_hex(8)}"
+        self._placement = placement
+        self._env.update(placement.env)
+        self._tag = new_tag(terminal_id)
         self._env[TERMINAL_TAG_VARIABLE] = self._tag
         self._state_dir = tempfile.mkdtemp(prefix="terminal-registry-sub-")
         self._transport: asyncio.SubprocessTransport | None = None
@@ -103,13 +106,14 @@ class SubprocessTerminal(Terminal):
         *,
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
+        placement: Placement = NOWHERE,
     ) -> SubprocessTerminal:
         settings = settings or Settings()
         cwd = existing_directory(cwd)
-        base = {k: v for k, v in os.environ.items() if k not in INTERNAL_VARIABLES}
-        base.update(env or {})
-        base.update({"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb"})
-        return cls(terminal_id, cwd, settings, _posix_shell(shell or settings.default_shell), base)
+        # No PTY: programs must not draw for a terminal that is not there.
+        base = agent_environment({**os.environ, **(env or {})}, term="dumb")
+        shell = _posix_shell(shell or settings.default_shell)
+        return cls(terminal_id, cwd, settings, shell, base, placement)
 
     # -- reported state -----------------------------------------------------------
 
@@ -121,6 +125,14 @@ class SubprocessTerminal(Terminal):
     def pid(self) -> int | None:
         """The running command's process, if one runs."""
         return self._transport.get_pid() if self._transport is not None else None
+
+    @property
+    def tag(self) -> str:
+        return self._tag
+
+    @property
+    def scratch(self) -> str | None:
+        return self._state_dir
 
     @property
     def integration(self) -> IntegrationState:
@@ -145,6 +157,12 @@ class SubprocessTerminal(Terminal):
         run.note = _STDIN_NOTE
         state_file = os.path.join(self._state_dir, f"run-{run.id}")
         run_env = {**self._env, **(env or {}), RUN_TAG_VARIABLE: f"{self._tag}.{run.id}"}
+        argument = command
+        if len(command.encode("utf-8", "surrogateescape")) > LONG_COMMAND_BYTES:
+            # Too long for one argument: the wrapper sources it from a private file.
+            argument = source_line(None, f"{state_file}.command")
+            write_private(f"{state_file}.command", command)
+            run.add_done_callback(lambda: _remove(f"{state_file}.command"))
         self._begin_run(run)
         loop = asyncio.get_running_loop()
         try:
@@ -154,7 +172,7 @@ class SubprocessTerminal(Terminal):
                 "-c",
                 _WRAPPER,
                 "terminal-registry",
-                command,
+                argument,
                 state_file,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -162,12 +180,18 @@ class SubprocessTerminal(Terminal):
                 cwd=self._cwd,
                 env=run_env,
                 start_new_session=True,
-                preexec_fn=_reset_signals,
+                preexec_fn=self._placement.preexec(),
             )
         except OSError as error:
             run.finish(RunState.FAILED, note=f"cannot start {self._shell!r}: {error}")
             self._end_run(run)
             raise SpawnError(f"cannot start {self._shell!r}: {error}") from error
+        except asyncio.CancelledError:
+            # The caller gave up while the command was starting (asyncio has ended
+            # the process if it was forked): the terminal must not stay busy.
+            run.finish(RunState.CANCELLED, note="cancelled while the command was starting")
+            self._end_run(run)
+            raise
         self._transport = transport
         run.mark_started()
         timeout = timeout if timeout is not None else self._settings.command_timeout
@@ -184,11 +208,10 @@ class SubprocessTerminal(Terminal):
         timeout: float | None,
         run_env: Mapping[str, str] | None,
     ) -> None:
-        state = RunState.COMPLETED
         try:
             await asyncio.wait_for(asyncio.shield(protocol.exited), timeout)
         except TimeoutError:
-            state = RunState.TIMED_OUT
+            self._end_as(RunState.TIMED_OUT)
             await self._end_command(run, protocol.pid)
         # Gone (pidfd said so); the exit status arrives through the child watcher.
         with contextlib.suppress(TimeoutError):
@@ -201,25 +224,21 @@ class SubprocessTerminal(Terminal):
                 asyncio.shield(protocol.drained), self._settings.output_drain_timeout
             )
         self._apply_state(state_file, run_env)
-        if self._cancel_state is not None:
-            state = self._cancel_state
-            self._cancel_state = None
         self._transport = None
         protocol.detach()
         code = protocol.returncode
+        # asyncio reports a death by signal N as -N; a shell reports it as 128 + N
+        # (130 for SIGINT), which is what run.signal and every other provider use.
         exit_code = 128 - code if code is not None and code < 0 else code
-        run.finish(state, exit_code=exit_code, cwd=self._cwd)
+        run.finish(self._ending_or(RunState.COMPLETED), exit_code=exit_code, cwd=self._cwd)
         self._end_run(run)
 
-    _cancel_state: RunState | None = None
-
     def _command_output(self, run: TerminalRun | None, stream: str, data: bytes) -> None:
-        self._replay.append(data)
         if run is not None and not run.done:
             run.append_stream(stream, data)
-            self._notify("on_output", data, run)
+            self._output(data, run)
         else:
-            self._notify("on_output", data, None)
+            self._output(data, None)
 
     def _apply_state(self, state_file: str, run_env: Mapping[str, str] | None) -> None:
         """Take the command's final cwd and exported environment from its state file."""
@@ -249,16 +268,10 @@ class SubprocessTerminal(Terminal):
 
     async def _end_command(self, run: TerminalRun, pid: int) -> None:
         """SIGTERM, grace, SIGKILL: the process group, its tree and escaped children."""
-        procs: dict[int, psutil.Process] = {}
-        with contextlib.suppress(psutil.Error):
-            procs[pid] = psutil.Process(pid)
-        for proc in descendants(pid):
-            procs[proc.pid] = proc
-        for proc in tagged_processes(RUN_TAG_VARIABLE, f"{self._tag}.{run.id}"):
-            procs[proc.pid] = proc
+        procs = process_tree(pid, RUN_TAG_VARIABLE, f"{self._tag}.{run.id}")
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGTERM)
-        await end_processes(list(procs.values()), self._settings.kill_grace)
+        await end_processes(procs, self._settings.kill_grace)
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
 
@@ -275,7 +288,7 @@ class SubprocessTerminal(Terminal):
         transport = self._transport
         if run is None or transport is None:
             return
-        self._cancel_state = RunState.CANCELLED
+        self._end_as(RunState.CANCELLED)
         await self._end_command(run, transport.get_pid())
         await run.wait()
 
@@ -286,6 +299,7 @@ class SubprocessTerminal(Terminal):
         leftovers = tagged_processes(TERMINAL_TAG_VARIABLE, self._tag)
         if leftovers:
             await end_processes(leftovers, self._settings.kill_grace)
+        await self._end_group(self._settings.kill_grace)
         for task in list(self._tasks):
             task.cancel()
         shutil.rmtree(self._state_dir, ignore_errors=True)

@@ -11,6 +11,8 @@ import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, State } from 'vscode-languageclient/node';
 import { TerminalRegistryApi, createApi } from './api';
 import { RequestCancelledError, TerminalRegistryClient } from './client';
+import { DETAILS_SCHEME, EnvironmentDetailsDocuments } from './detailsDocuments';
+import { RegistryLanguageClient } from './languageClient';
 import { TerminalModel } from './model';
 import { PROTOCOL_VERSION, RunResult, Terminal } from './protocol';
 import { MirrorPseudoterminal } from './pty';
@@ -44,6 +46,7 @@ class Session implements vscode.Disposable {
   private readonly view: vscode.TreeView<RegistryNode>;
   private readonly serverLog = vscode.window.createOutputChannel('Terminal Registry');
   private readonly runLog = vscode.window.createOutputChannel('Terminal Registry Runs');
+  private readonly details = new EnvironmentDetailsDocuments();
   private readonly mirrors = new Map<number, { terminal: vscode.Terminal; pty: MirrorPseudoterminal }>();
   private readonly disposables: vscode.Disposable[] = [];
   private lastTaskId = 'vscode';
@@ -59,6 +62,8 @@ class Session implements vscode.Disposable {
       this.view,
       this.serverLog,
       this.runLog,
+      this.details,
+      vscode.workspace.registerTextDocumentContentProvider(DETAILS_SCHEME, this.details),
       vscode.window.onDidCloseTerminal((closed) => {
         for (const [id, mirror] of this.mirrors) if (mirror.terminal === closed) this.mirrors.delete(id);
       }),
@@ -87,7 +92,7 @@ class Session implements vscode.Disposable {
       outputChannel: this.serverLog,
     };
     this.serverLog.appendLine(`starting ${[server.command, ...server.args].join(' ')}`);
-    const languageClient = new LanguageClient('terminalRegistry', 'Terminal Registry', serverOptions, clientOptions);
+    const languageClient = new RegistryLanguageClient('terminalRegistry', 'Terminal Registry', serverOptions, clientOptions);
     this.languageClientState?.dispose();
     this.languageClientState = languageClient.onDidChangeState(({ newState }) => this.onServerState(newState));
     return languageClient;
@@ -270,8 +275,8 @@ class Session implements vscode.Disposable {
       void vscode.window.showInformationMessage('Terminal Registry: nothing to report.');
       return;
     }
-    const document = await vscode.workspace.openTextDocument({ language: 'markdown', content: details.markdown });
-    await vscode.commands.executeCommand('markdown.showPreview', document.uri);
+    const uri = this.details.publish(taskId.trim() === '' ? undefined : taskId.trim(), details.markdown);
+    await vscode.commands.executeCommand('markdown.showPreview', uri);
   }
 
   private async showTerminal(terminal: Terminal): Promise<void> {

@@ -96,6 +96,14 @@ export interface TerminalIdParams {
   terminalId: number;
 }
 
+export interface OutputParams {
+  terminalId: number;
+  /** Only this run's output. */
+  runId?: number;
+  /** Leave the output unretrieved. */
+  peek?: boolean;
+}
+
 export interface ListParams {
   taskId?: string;
   busy?: boolean;
@@ -113,6 +121,8 @@ export interface ReleaseParams {
 export interface EnvironmentDetailsParams {
   taskId?: string;
   cooldownTimeoutMs?: number;
+  /** Report without marking the output retrieved (a person looking, not the agent). */
+  peek?: boolean;
 }
 
 export interface OutputResult {
@@ -156,6 +166,8 @@ export interface Settings {
   runOutputCapBytes?: number;
   replayCapBytes?: number;
   fallbackToSubprocess?: boolean;
+  /** Which terminals of other tasks a task may be handed: idle ones, released ones, or none. */
+  reuseAcrossTasks?: 'idle' | 'released' | 'never';
   loginShell?: boolean;
   cols?: number;
   rows?: number;
@@ -179,6 +191,8 @@ export interface DidWriteParams {
   runId?: number | null;
   /** Raw output, escape sequences kept, decoded as UTF-8 without split characters. */
   data: string;
+  /** Characters this client did not get while it was not reading (repaint with a replay). */
+  missed?: number;
 }
 
 export interface DidEndRunParams {
@@ -218,7 +232,7 @@ export interface RequestMap {
   'terminal/kill': [TerminalIdParams, null];
   'terminal/close': [TerminalIdParams, null];
   'terminal/list': [ListParams, Terminal[]];
-  'terminal/output': [TerminalIdParams, OutputResult];
+  'terminal/output': [OutputParams, OutputResult];
   'terminal/get': [TerminalIdParams, Terminal];
   'terminal/replay': [ReplayParams, ReplayResult];
   'terminal/release': [ReleaseParams, null];

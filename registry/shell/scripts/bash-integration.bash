@@ -9,12 +9,18 @@
 # the user's $?, PROMPT_COMMAND (string or array), DEBUG trap and bash-preexec arrays.
 # Every variable reference survives `set -u`.
 
-# The nonce stays in a shell variable only: neither the user's startup files nor the
-# programs started from here can read it from their environment and forge markers.
-__tr_nonce="${TERMINAL_REGISTRY_NONCE-}"
+# The nonce comes in a file of our private directory, read once and deleted; from then
+# on it lives in an unexported shell variable only, so no program started from here
+# finds it in any environment, argv or file (/proc/<pid>/environ keeps the initial
+# environment for good: the nonce was never in it).
 __tr_dir="${TERMINAL_REGISTRY_DIR-}"
 __tr_login="${TERMINAL_REGISTRY_LOGIN-}"
-unset TERMINAL_REGISTRY_NONCE TERMINAL_REGISTRY_DIR TERMINAL_REGISTRY_LOGIN
+__tr_nonce=""
+if [[ -n "$__tr_dir" && -r "$__tr_dir/nonce" ]]; then
+  IFS= builtin read -r __tr_nonce <"$__tr_dir/nonce"
+  command rm -f -- "$__tr_dir/nonce"
+fi
+unset TERMINAL_REGISTRY_DIR TERMINAL_REGISTRY_LOGIN
 
 __tr_osc() {
   builtin printf '\e]633;%s;%s\a' "$1" "$__tr_nonce"
@@ -84,18 +90,29 @@ __tr_running=""  # a command line started since the last prompt, so a D is due
 # go through readline, which is what strips them.)
 __tr_ps0_c="\${__tr_nil[__tr_running=1]-}\e]633;C;$__tr_nonce\a"
 
+# E carries at most 8 KB of the command line: escaped, it stays far inside the
+# server's 64 KB bound on one marker (a longer one would be given up on as output).
 __tr_preexec() {
   __tr_armed=""
   __tr_running=1
   __tr_command_line
+  (( ${#__tr_line} <= 8192 )) || __tr_line="${__tr_line:0:8192}"
   __tr_escape "$__tr_line"
   __tr_osc "E;$__tr_escaped"
 }
 
+__tr_histcmd="${HISTCMD-}"
 __tr_precmd() {
   local status="$?"
   __tr_armed=""
   __tr_escape "$PWD"
+  if [[ -z "$__tr_running" && "${HISTCMD-}" != "$__tr_histcmd" ]]; then
+    # A line went into history and nothing ran: bash refused it (a syntax error,
+    # status 2) or it was only a comment. Its status is bash's own, as `echo $?`
+    # would show it.
+    __tr_running=1
+  fi
+  __tr_histcmd="${HISTCMD-}"
   if [[ -n "$__tr_running" ]]; then
     __tr_running=""
     # D and P in one write: one wake-up of the terminal instead of two.
@@ -114,6 +131,9 @@ __tr_ps1_ours=""
 __tr_ps2_ours=""
 __tr_wrap_prompts() {
   local status="$?"
+  # Our prompts carry the nonce: an rc that exports them would hand it to every
+  # program started from here.
+  builtin export -n PS0 PS1 PS2 2>/dev/null
   if [[ -z "$__tr_ps1_ours" || "${PS1-}" != "$__tr_ps1_ours" ]]; then
     __tr_ps1_ours="\[\e]633;A;$__tr_nonce\a\]${PS1-}\[\e]633;B;$__tr_nonce\a\]"
     PS1="$__tr_ps1_ours"

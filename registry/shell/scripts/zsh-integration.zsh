@@ -40,9 +40,13 @@ __tr_escape() {
 
 __tr_running=""
 
+# E carries at most 8 KB of the command line: escaped, it stays far inside the
+# server's 64 KB bound on one marker (a longer one would be given up on as output).
 __tr_preexec() {
   __tr_running=1
-  __tr_escape "${1:-${3-}}"
+  local line="${1:-${3-}}"
+  (( ${#line} <= 8192 )) || line="${line[1,8192]}"
+  __tr_escape "$line"
   __tr_osc "E;$__tr_escaped"
   __tr_osc C
 }
@@ -62,6 +66,9 @@ __tr_ps1_ours=""
 __tr_ps2_ours=""
 __tr_wrap_prompts() {
   local __tr_status="$?"
+  # Our prompts carry the nonce: an rc that exports them would hand it to every
+  # program started from here.
+  typeset -g +x PS1 PS2
   if [[ -z "$__tr_ps1_ours" || "${PS1-}" != "$__tr_ps1_ours" ]]; then
     __tr_ps1_ours="%{"$'\e'"]633;A;$__tr_nonce"$'\a'"%}${PS1-}%{"$'\e'"]633;B;$__tr_nonce"$'\a'"%}"
     PS1="$__tr_ps1_ours"

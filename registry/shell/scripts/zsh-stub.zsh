@@ -9,10 +9,15 @@ if [[ "$__tr_stub" == .zshenv ]]; then
   __tr_our_zdotdir="$ZDOTDIR"
   __tr_user_zdotdir="${TERMINAL_REGISTRY_USER_ZDOTDIR:-$HOME}"
   __tr_user_zdotdir_set="${TERMINAL_REGISTRY_USER_ZDOTDIR+1}"
-  # The nonce lives in a shell variable only, out of every child's environment.
-  __tr_nonce="${TERMINAL_REGISTRY_NONCE-}"
+  # The nonce comes in a file of our private directory, read once and deleted; it
+  # lives in an unexported shell variable only, never in any environment or argv.
   __tr_dir="${TERMINAL_REGISTRY_DIR-}"
-  unset TERMINAL_REGISTRY_NONCE TERMINAL_REGISTRY_DIR TERMINAL_REGISTRY_USER_ZDOTDIR
+  __tr_nonce=""
+  if [[ -n "$__tr_dir" && -r "$__tr_dir/nonce" ]]; then
+    IFS= builtin read -r __tr_nonce <"$__tr_dir/nonce"
+    command rm -f -- "$__tr_dir/nonce"
+  fi
+  unset TERMINAL_REGISTRY_DIR TERMINAL_REGISTRY_USER_ZDOTDIR
   if [[ -o interactive && -n "$__tr_nonce" ]]; then
     builtin printf '\e]633;P;IntegrationStarting=zsh;%s\a' "$__tr_nonce"
   fi

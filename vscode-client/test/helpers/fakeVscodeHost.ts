@@ -37,6 +37,9 @@ class Uri {
   static file(path: string): Uri {
     return new Uri('file', path);
   }
+  static from(components: { scheme: string; path: string }): Uri {
+    return new Uri(components.scheme, components.path);
+  }
   static parse(value: string): Uri {
     const match = /^([a-z][\w+.-]*):(.*)$/i.exec(value);
     return match ? new Uri(match[1], match[2].replace(/^\/\//, '')) : new Uri('file', value);
@@ -96,6 +99,10 @@ export interface FakeTerminal {
   shown: number;
 }
 
+export interface FakeContentProvider {
+  provideTextDocumentContent(uri: unknown): string | Promise<string>;
+}
+
 export interface FakeHost {
   config: Record<string, unknown>;
   workspaceFolders: string[];
@@ -107,6 +114,8 @@ export interface FakeHost {
   onMessage: Emitter<string>;
   executed: { command: string; args: unknown[] }[];
   documents: { language: string; content: string; uri: Uri }[];
+  /** Text document content providers, by scheme. */
+  contentProviders: Map<string, FakeContentProvider>;
   clipboard: string;
   /** What showInputBox answers next, in order (undefined: the user pressed Escape). */
   inputAnswers: (string | undefined)[];
@@ -128,6 +137,7 @@ export function installFakeVscodeHost(options: { config: Record<string, unknown>
     onMessage: new Emitter<string>(),
     executed: [],
     documents: [],
+    contentProviders: new Map(),
     clipboard: '',
     inputAnswers: [],
     closeTerminal(terminal) {
@@ -219,6 +229,10 @@ export function installFakeVscodeHost(options: { config: Record<string, unknown>
       const document = { ...opts, uri: Uri.parse(`untitled:Untitled-${host.documents.length + 1}`) };
       host.documents.push(document);
       return document;
+    },
+    registerTextDocumentContentProvider(scheme: string, provider: FakeContentProvider) {
+      host.contentProviders.set(scheme, provider);
+      return { dispose: () => host.contentProviders.delete(scheme) };
     },
     createFileSystemWatcher: () => ({ ...disposable(), onDidCreate: noEvent, onDidChange: noEvent, onDidDelete: noEvent }),
   });

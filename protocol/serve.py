@@ -1,0 +1,70 @@
+"""``terminal-registry serve``: the server process, from start to exit.
+
+Sets up logging, starts the keeper (:mod:`registry.keeper`: it reaps what a dead
+predecessor left and starts the watchdog that reaps after us), the hub on stdio
+and/or a socket (with its pid file for ``stop``), says "ready" on ``--ready-fd``
+once it listens, and serves until it is told to stop.  The CLI imports this module
+only for ``serve``: its imports are the server's, not every command's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+
+from registry.keeper import Keeper
+
+from . import daemon
+from .connection import QueueLimits
+from .server import Hub
+
+__all__ = ["serve"]
+
+log = logging.getLogger("terminal-registry")
+
+
+def serve(args: argparse.Namespace) -> int:
+
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper())
+    if args.log_level.upper() != "DEBUG":
+        # pygls logs every answered error with a traceback; the client has the answer.
+        logging.getLogger("pygls").setLevel(logging.CRITICAL)
+    if not args.stdio and not args.socket:
+        print("terminal-registry serve: give --stdio, --socket PATH, or both", file=sys.stderr)
+        return 2
+
+    async def main() -> int:
+        limits = QueueLimits(
+            congested=min(args.max_queued_mb * 2**20 // 16, 4 * 2**20),
+            limit=args.max_queued_mb * 2**20,
+        )
+        keeper = Keeper.start()
+        log.info("processes end with the server: %s", keeper.describe())
+        server = Hub(limits=limits, keeper=keeper)
+        if args.socket:
+            try:
+                await server.serve_socket(args.socket, export=args.export_socket)
+            except BaseException:
+                keeper.close()
+                raise
+            daemon.write_pid_file(args.socket)
+            keeper.add_cleanup(daemon.pid_file(args.socket))
+        if args.ready_fd is not None:
+            os.write(args.ready_fd, b"ready\n")
+            os.close(args.ready_fd)
+        try:
+            return await server.run(stdio=args.stdio, socket_path=None)
+        finally:
+            if args.socket:
+                with contextlib.suppress(OSError):
+                    os.unlink(daemon.pid_file(args.socket))
+
+    try:
+        return asyncio.run(main())
+    except (OSError, daemon.BackgroundServerError) as error:
+        print(f"terminal-registry serve: {error}", file=sys.stderr)
+        return 2
