@@ -46,6 +46,7 @@ from .framing import FramingError, MessageFramer
 from .messages import Refusal, as_rpc_error, check
 from .notifications import Fanout
 from .options import settings_for
+from .scope import Scope
 from .transport import CONGESTED_BYTES, MAX_QUEUED_BYTES, StreamWriterAdapter
 from .types import converter_factory
 
@@ -123,6 +124,9 @@ class ConnectionProtocol(LanguageServerProtocol):
             shutting_down=self._shutdown,
             initialized=self._server.connection.is_initialized,
         )
+        scope = self._server.connection.scope
+        if scope is not None and not isinstance(verdict, Refusal):
+            verdict = scope.admit(verdict, self._server.registry.task_of)
         if isinstance(verdict, Refusal):
             if verdict.answer:
                 self._reply_error(verdict.msg_id, verdict.code, verdict.message)
@@ -275,6 +279,9 @@ class Connection:
         self.owner = owner
         self.is_initialized = False
         self.client_pid: int | None = None
+        #: Set when the client runs inside one of our terminals: it acts for that
+        #: terminal's task only (:mod:`protocol.scope`).
+        self.scope: Scope | None = None
         self.exit_code = 0
         self._shared = shared
         self._reader = reader
@@ -303,6 +310,10 @@ class Connection:
 
     def notify(self, method: str, params: Any) -> None:
         if not self.is_initialized or self._done.is_set():
+            return
+        if self.scope is not None and not self.scope.hears(
+            method, params, self._shared.registry.task_of
+        ):
             return
         if method == methods.DID_WRITE:
             # Output is what a client that does not read piles up: held back while

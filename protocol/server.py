@@ -26,6 +26,7 @@ from .connection import Connection, QueueLimits, Shared
 from .handlers import HANDLERS
 from .listen import check_socket_directory, claim_stdio, peer_credentials, socket_accepts
 from .notifications import Fanout
+from .scope import scope_of
 
 __all__ = ["SOCKET_VARIABLE", "Hub"]
 
@@ -164,6 +165,8 @@ class Hub:
         transport = writer.transport
         assert isinstance(transport, asyncio.WriteTransport)
         connection = self._connect(f"socket:{id(writer)}", reader, transport, owner=False)
+        if peer is not None:
+            connection.scope = scope_of(self.registry, peer.pid)
         try:
             await connection.serve()
         finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
 
 from .cgroups import Cgroup, CgroupSupport, detect
 from .ownership import (
@@ -101,6 +102,13 @@ class Keeper:
         placement = Placement({SERVER_TAG_VARIABLE: self.tag}, group)
         self._placements[terminal_id] = placement
         return placement
+
+    def cgroup_members(self, terminal_id: int) -> Callable[[], set[int]] | None:
+        """How to list the processes in a terminal's cgroup; None without one."""
+        placement = self._placements.get(terminal_id)
+        if placement is None or placement.cgroup is None:
+            return None
+        return placement.cgroup.members
 
     def adopt(self, terminal: Terminal) -> None:
         """Write a started terminal into the record."""

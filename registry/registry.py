@@ -41,6 +41,7 @@ from .fallback import integration_in_time
 from .keeper import Keeper
 from .listeners import Listeners
 from .lookup import PlaceIndex, choose
+from .origin import Origin, Suspect, origin_of
 from .run import TerminalRun
 from .terminals.base import Terminal, TerminalListener, existing_directory
 from .terminals.children import NOWHERE
@@ -188,6 +189,20 @@ class TerminalRegistry:
 
     def task_of(self, terminal_id: int) -> str | None:
         return self.entry(terminal_id).task_id
+
+    def origin_of(self, pid: int) -> Origin | None:
+        """Which of our terminals process ``pid`` was started in (see :mod:`.origin`)."""
+        keeper = self.keeper
+        suspects = [
+            Suspect(
+                e.terminal.id,
+                e.terminal.pid,
+                e.terminal.tag,
+                keeper.cgroup_members(e.terminal.id) if keeper is not None else None,
+            )
+            for e in self._entries.values()
+        ]
+        return origin_of(pid, keeper.tag if keeper is not None else None, suspects)
 
     def list(self, task_id: str | None = None, busy: bool | None = None) -> builtins.list[Terminal]:
         """Open terminals, oldest first; filtered by task and by busy when given."""

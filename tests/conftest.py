@@ -7,6 +7,7 @@ per shell so the suite stays fast.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,6 +18,8 @@ import pytest_asyncio
 
 from registry.config import Settings
 from registry.terminals.shell import ShellTerminal
+
+from .rpc import serve_socket
 
 SHELLS = [s for s in ("bash", "zsh", "fish") if shutil.which(s)]
 REQUIRED_SHELLS = ("bash", "zsh")
@@ -134,3 +137,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     missing = [s for s in REQUIRED_SHELLS if s not in SHELLS]
     if missing:
         raise pytest.UsageError(f"tests need these shells installed: {', '.join(missing)}")
+
+
+@pytest_asyncio.fixture
+async def socket_path(tmp_path: Path) -> AsyncIterator[Path]:
+    """A real server on a Unix socket in a private directory; terminated after."""
+    directory = tmp_path / "private"
+    directory.mkdir(mode=0o700)
+    path = directory / "registry.sock"
+    process = await serve_socket(path)
+    yield path
+    process.terminate()
+    await asyncio.wait_for(process.wait(), 30)

@@ -73,12 +73,14 @@ async def test_a_long_command_in_the_subprocess_provider(tmp_path: Path) -> None
         await terminal.close()
 
 
-@pytest.mark.parametrize("shell", SHELLS)
 async def test_a_long_line_a_person_types_keeps_its_markers(
-    spawn_terminal: SpawnTerminal, shell: str
+    spawn_terminal: SpawnTerminal,
 ) -> None:
-    """Its E marker stays inside the parser's bound: no marker (nor nonce) as output."""
-    terminal: ShellTerminal = await spawn_terminal(shell)
+    """Its E marker stays inside the parser's bound: no marker (nor nonce) as output.
+
+    bash only: typing 20 KB through zsh's and fish's line editors takes a minute on a
+    loaded machine, and their scripts cap E the same way."""
+    terminal: ShellTerminal = await spawn_terminal("bash")
     ended: asyncio.Future[TerminalRun] = asyncio.get_running_loop().create_future()
 
     class Ends(TerminalListener):

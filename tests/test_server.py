@@ -474,3 +474,30 @@ async def test_work_done_progress_cancel_interrupts_the_run(
     reply = await server.response(msg_id)
     assert reply["result"]["state"] == "cancelled"
     assert reply["result"]["signal"] == "SIGINT"
+
+
+@pytest.mark.parametrize("provider", ["subprocess", "shell"])
+async def test_cancel_while_the_terminal_is_spawning(
+    fresh: StdioServer, tmp_path: Path, provider: str
+) -> None:
+    """The cancel lands while the run is being set up: every request is answered, no
+    terminal stays busy and nothing keeps running (24 tries each)."""
+    await fresh.initialize()
+    terminal = await fresh.call(
+        "terminal/acquire", {"cwd": str(tmp_path), "provider": provider, "taskId": "spawn"}
+    )
+    for attempt in range(24):
+        msg_id = fresh.request(
+            "terminal/run",
+            {"command": f"sleep 12{attempt:02d}", "terminalId": terminal["id"]},
+        )
+        fresh.notify("$/cancelRequest", {"id": msg_id})
+        reply = await fresh.response(msg_id)
+        assert "error" in reply or reply["result"]["state"] == "cancelled", reply
+        # Not busy: the next command runs on the same terminal.
+        after = await fresh.call(
+            "terminal/run", {"command": "echo free", "terminalId": terminal["id"]}
+        )
+        assert after["output"] == "free\n"
+    sleepers = [p for p in alive(fresh.descendants()) if p.name() == "sleep"]
+    assert sleepers == []

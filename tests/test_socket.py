@@ -9,24 +9,11 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from .rpc import SERVER, StdioServer, connect_socket, serve_socket
-
-
-@pytest_asyncio.fixture
-async def socket_path(tmp_path: Path) -> AsyncIterator[Path]:
-    directory = tmp_path / "private"
-    directory.mkdir(mode=0o700)
-    path = directory / "registry.sock"
-    process = await serve_socket(path)
-    yield path
-    process.terminate()
-    await asyncio.wait_for(process.wait(), 30)
 
 
 async def test_socket_and_directory_are_private(socket_path: Path) -> None:

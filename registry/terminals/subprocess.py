@@ -165,8 +165,8 @@ class SubprocessTerminal(Terminal):
             run.add_done_callback(lambda: _remove(f"{state_file}.command"))
         self._begin_run(run)
         loop = asyncio.get_running_loop()
-        try:
-            transport, protocol = await loop.subprocess_exec(
+        spawn = asyncio.ensure_future(
+            loop.subprocess_exec(
                 lambda: _CommandProtocol(self, run),
                 self._shell,
                 "-c",
@@ -182,23 +182,50 @@ class SubprocessTerminal(Terminal):
                 start_new_session=True,
                 preexec_fn=self._placement.preexec(),
             )
+        )
+        cancelled = False
+        try:
+            # Shielded: asyncio's own clean-up of a cancelled spawn kills the shell
+            # only, then waits for its pipes to close -- which the command's children
+            # hold open for as long as they run, so the request was never answered
+            # and the command ran on.  A spawn the caller gave up on completes, and
+            # what it started is ended as a cancelled run is.
+            transport, protocol = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            cancelled = True
+            with contextlib.suppress(OSError):
+                transport, protocol = await spawn
         except OSError as error:
             run.finish(RunState.FAILED, note=f"cannot start {self._shell!r}: {error}")
             self._end_run(run)
             raise SpawnError(f"cannot start {self._shell!r}: {error}") from error
-        except asyncio.CancelledError:
-            # The caller gave up while the command was starting (asyncio has ended
-            # the process if it was forked): the terminal must not stay busy.
-            run.finish(RunState.CANCELLED, note="cancelled while the command was starting")
-            self._end_run(run)
-            raise
+        if cancelled:
+            if spawn.exception() is None:
+                self._transport = transport
+                run.mark_started()
+                self._spawn_supervisor(run, protocol, state_file, None, env)
+                await asyncio.shield(self.kill())
+            if not run.done:
+                run.finish(RunState.CANCELLED, note="cancelled while the command was starting")
+                self._end_run(run)
+            raise asyncio.CancelledError
         self._transport = transport
         run.mark_started()
         timeout = timeout if timeout is not None else self._settings.command_timeout
+        self._spawn_supervisor(run, protocol, state_file, timeout, env)
+        return run
+
+    def _spawn_supervisor(
+        self,
+        run: TerminalRun,
+        protocol: _CommandProtocol,
+        state_file: str,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+    ) -> None:
         task = asyncio.ensure_future(self._supervise(run, protocol, state_file, timeout, env))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return run
 
     async def _supervise(
         self,
