@@ -212,13 +212,16 @@ class ConnectionProtocol(LanguageServerProtocol):
             server.shared.settings, params.initialization_options
         )
         result: lsp.InitializeResult = yield from super().lsp_initialize(params)
-        result.capabilities.experimental = {
-            "terminalRegistry": {
-                "version": PROTOCOL_VERSION,
-                "providers": list(PROVIDERS),
-                "shells": available_shells(),
-            }
+        info: dict[str, Any] = {
+            "version": PROTOCOL_VERSION,
+            "providers": list(PROVIDERS),
+            "shells": available_shells(),
         }
+        if (scope := server.connection.scope) is not None:
+            # Said up front, so a client inside a terminal (an agent's MCP face) uses
+            # that task rather than learning it from a refusal.
+            info["scope"] = {"taskId": scope.task_id, "terminalId": scope.terminal_id}
+        result.capabilities.experimental = {"terminalRegistry": info}
         server.connection.initialized(params.process_id)
         for warning in warnings:
             server.window_log_message(

@@ -78,6 +78,8 @@ class McpSession:
             lost = self.client
             self.client = await self._connect()
             self.tracker = RunTracker(self.client)
+            if self._task_id is not None and self.scoped_task() is not None:
+                self._task_id = self.scoped_task()
             self._last_terminal.clear()
             self._waited.clear()
             with contextlib.suppress(Exception):
@@ -86,11 +88,18 @@ class McpSession:
     # -- the task ---------------------------------------------------------------------
 
     def task_id(self, client_name: str | None = None) -> str:
-        """This session's task: ``<client name>-<6 hex digits>``, fixed at first use."""
+        """This session's task: ``<client name>-<6 hex digits>``, fixed at first use --
+        unless we run inside one of the server's terminals, whose task is then ours."""
         if self._task_id is None:
             name = re.sub(r"[^a-z0-9]+", "-", (client_name or "mcp").lower()).strip("-")
-            self._task_id = f"{name[:24] or 'mcp'}-{secrets.token_hex(3)}"
+            self._task_id = self.scoped_task() or f"{name[:24] or 'mcp'}-{secrets.token_hex(3)}"
         return self._task_id
+
+    def scoped_task(self) -> str | None:
+        """The task the server lets this connection act for, when it allows only one: we
+        run inside one of its terminals (an agent started in a terminal of the registry)."""
+        scope = self.client.capabilities.get("terminalRegistry", {}).get("scope")
+        return str(scope["taskId"]) if isinstance(scope, dict) else None
 
     def default_cwd(self, task: str) -> str:
         """Where the task's last command left its shell; else the start directory."""
@@ -268,8 +277,9 @@ class McpSession:
         await self.close(release=release)
 
     async def close(self, *, release: bool) -> None:
-        """Release the session's task (its terminals live on for the next session)."""
-        if release and self._task_id is not None:
+        """Release the session's task (its terminals live on for the next session) --
+        unless it is the task of the terminal we run in, which is not ours to end."""
+        if release and self._task_id is not None and self.scoped_task() is None:
             with contextlib.suppress(RegistryError, ConnectionError, RuntimeError):
                 await self.client.release(self._task_id)
         await self.client.close()

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -192,6 +193,9 @@ class Output:
         self._text: dict[int, str] = {}
         self._changed = asyncio.Event()
         client.on(methods.DID_WRITE, self._write)
+
+    def text(self, terminal_id: int) -> str:
+        return self._text.get(terminal_id, "")
 
     def _write(self, params: dict[str, Any]) -> None:
         self._text[params["terminalId"]] = self._text.get(params["terminalId"], "") + params["data"]
@@ -513,6 +517,41 @@ async def test_terminals_stay_with_the_shared_server_released(
     processes = [shell, *shell.children(recursive=True)]
     await rpc.close_terminal(report["terminal_id"])
     assert await asyncio.to_thread(_until_gone, processes) == []
+
+
+async def test_an_agent_inside_a_terminal_works_in_that_terminals_task(
+    agent: Agent, rpc: RegistryClient, output: Output, socket_path: str, tmp_path: Path
+) -> None:
+    """An agent started in one of the registry's terminals: the server lets it act for
+    that terminal's task only, and the MCP server takes that task (said in initialize)
+    instead of one of its own -- and leaves it bound when it ends."""
+    ends: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    rpc.on(methods.DID_END_RUN, ends.put_nowait)
+    outer = f"outer-{tmp_path.name}"
+    inner_cwd = tmp_path / "inner"
+    inner_cwd.mkdir()
+    command = shlex.join(
+        [sys.executable, str(AGENT), str(inner_cwd), "--", *MCP, "--socket", socket_path]
+    )
+    started = await rpc.run(command, cwd=str(tmp_path), task_id=outer, background=True)
+    await output.printed(started.terminal_id, '"task_id"')
+    line = next(
+        line for line in output.text(started.terminal_id).splitlines() if '"task_id"' in line
+    )
+    report = json.loads(line[line.index("{") :])
+    assert report["task_id"] == outer
+    inner = await rpc.get(report["terminal_id"])
+    assert (inner.task_id, inner.cwd) == (outer, str(inner_cwd))
+    # Ctrl-C ends the agent and its MCP server; the task stays bound (it is the
+    # terminal's, not the MCP session's to release).
+    await rpc.kill(started.terminal_id)
+    end = await asyncio.wait_for(ends.get(), WAIT)
+    while end["runId"] != started.run_id:
+        end = await asyncio.wait_for(ends.get(), WAIT)
+    assert (await rpc.get(started.terminal_id)).task_id == outer
+    assert (await rpc.get(report["terminal_id"])).task_id == outer
+    for terminal_id in (report["terminal_id"], started.terminal_id):
+        await rpc.close_terminal(terminal_id)
 
 
 async def test_a_stopped_background_server_is_started_again_by_the_next_call(
