@@ -8,10 +8,9 @@ the command through the notifications every client hears: :class:`RunTracker` ke
 per terminal, the latest ``Terminal`` state, the run in progress, the last ends and the
 tail of recent output (for progress messages).
 
-Two functions here stand in for requests of "Commands that wait" (issue 8) that have
-not landed: :meth:`RunTracker.wait_end` for ``terminal/wait`` (which will also return
-at a wait for input, and with a whole ``RunResult``) and :func:`key_data` for
-``terminal/sendKeys``.  Nothing else needs to change when they land.
+:meth:`RunTracker.wait_end` stands in for ``terminal/wait`` of "Commands that wait"
+(issue 8), which has not landed: that request will also return at a wait for input,
+and with a whole ``RunResult``.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from typing import Any
 from . import methods
 from .client import RegistryClient
 
-__all__ = ["KEY_NAMES", "RunEnd", "RunTracker", "key_data", "last_line", "signal_name"]
+__all__ = ["RunEnd", "RunTracker", "last_line", "signal_name"]
 
 #: Ends remembered (by run id), so a wait that starts after the end still finds it.
 _ENDS_KEPT = 4096
@@ -223,85 +222,3 @@ def last_line(raw: str) -> str:
         if text:
             return text
     return ""
-
-
-# -- keys (terminal/sendKeys, until it lands) ------------------------------------------------
-
-_NAMED: dict[str, str] = {
-    "enter": "\r",
-    "return": "\r",
-    "tab": "\t",
-    "escape": "\x1b",
-    "esc": "\x1b",
-    "space": " ",
-    "backspace": "\x7f",
-    "up": "\x1b[A",
-    "down": "\x1b[B",
-    "right": "\x1b[C",
-    "left": "\x1b[D",
-    "home": "\x1b[H",
-    "end": "\x1b[F",
-    "pageup": "\x1b[5~",
-    "pagedown": "\x1b[6~",
-    "insert": "\x1b[2~",
-    "delete": "\x1b[3~",
-    "f1": "\x1bOP",
-    "f2": "\x1bOQ",
-    "f3": "\x1bOR",
-    "f4": "\x1bOS",
-    "f5": "\x1b[15~",
-    "f6": "\x1b[17~",
-    "f7": "\x1b[18~",
-    "f8": "\x1b[19~",
-    "f9": "\x1b[20~",
-    "f10": "\x1b[21~",
-    "f11": "\x1b[23~",
-    "f12": "\x1b[24~",
-}
-
-#: The names send_keys knows, for its description and its errors.
-KEY_NAMES = (
-    "Enter, Tab, Escape, Space, Backspace, Up, Down, Left, Right, Home, End, PageUp, "
-    "PageDown, Insert, Delete, F1-F12, C-<key> (Ctrl, e.g. C-c, C-d, C-z), M-<key> (Alt)"
-)
-
-_CTRL = re.compile(r"(?:c-|ctrl[-+]|\^)(.)", re.IGNORECASE)
-_ALT = re.compile(r"(?:m-|alt[-+])(.+)", re.IGNORECASE)
-
-
-def key_data(keys: list[str]) -> str:
-    """The bytes a terminal sends for ``keys``: named keys, C-x, M-x, else the text itself.
-
-    Arrow keys are sent in normal cursor mode (``ESC [ A``), which shells, pagers and
-    most full-screen programs accept.  Replaced by ``terminal/sendKeys`` (which follows
-    the terminal's application cursor mode) when "Commands that wait" lands.
-    """
-    if not keys:
-        raise ValueError(f"keys is empty: give at least one key ({KEY_NAMES}) or some text")
-    return "".join(_one_key(key) for key in keys)
-
-
-def _one_key(key: str) -> str:
-    if not key:
-        raise ValueError("keys contains an empty string: give a key name or some text")
-    named = _NAMED.get(key.lower().replace("_", "").replace(" ", ""))
-    if named is not None:
-        return named
-    ctrl = _CTRL.fullmatch(key)
-    if ctrl is not None:
-        return _ctrl(ctrl.group(1), key)
-    alt = _ALT.fullmatch(key)
-    if alt is not None:
-        return "\x1b" + _one_key(alt.group(1)) if len(alt.group(1)) > 1 else "\x1b" + alt.group(1)
-    return key
-
-
-def _ctrl(char: str, key: str) -> str:
-    upper = char.upper()
-    if "@" <= upper <= "_":  # C-@ .. C-_, letters among them: the ASCII control codes
-        return chr(ord(upper) - 64)
-    if char == "?":
-        return "\x7f"
-    if char == " ":
-        return "\x00"
-    raise ValueError(f"{key!r} is not a control key: use C- with a letter or one of @[\\]^_?")

@@ -19,6 +19,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+# The engine's pure table of named keys (no engine is loaded with it), so that send_keys
+# takes exactly the names terminal/sendKeys will; the face then asks the server instead.
+from registry.keys import UnknownKeyError, key_bytes, key_names
+
 from .daemon import BackgroundServerError
 from .errors import RegistryError
 from .mcp_results import (
@@ -36,7 +40,6 @@ from .mcp_results import (
     render_terminals,
     tool_result,
 )
-from .mcp_runs import KEY_NAMES, key_data
 from .mcp_session import McpSession, Progress, explain
 
 __all__ = ["INSTRUCTIONS", "register"]
@@ -240,12 +243,20 @@ async def send_keys(
         list[str],
         Field(
             min_length=1,
-            description=f"Keys in order: {KEY_NAMES}; any other string is typed as it is.",
+            description=f"Keys in order: named keys ({', '.join(key_names())}); with "
+            "modifiers C- (Ctrl), M- (Alt), S- (Shift), e.g. C-c, C-d, M-x, S-Tab; any "
+            "other string is typed as it is.",
         ),
     ],
 ) -> Annotated[CallToolResult, InputResult]:
     with _tool_errors():
-        data = key_data(keys)  # terminal/sendKeys once "Commands that wait" lands
+        # terminal/sendKeys once "Commands that wait" lands: it also follows the
+        # terminal's cursor-key mode (ESC O A for arrows in vim and less).
+        try:
+            data = key_bytes(keys).decode("utf-8")
+        except UnknownKeyError as error:
+            # Its remedy names the protocol's request; the model has the tool.
+            raise ToolError(str(error).replace("terminal/write", "write_input")) from None
     return await _send(ctx, terminal_id, data)
 
 

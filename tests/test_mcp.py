@@ -385,7 +385,9 @@ async def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(
         ("wait_for_command", {"terminal_id": 99999}, "unknown terminal 99999"),
         ("write_input", {"terminal_id": 99999, "text": "y"}, "list_terminals"),
         ("send_keys", {"terminal_id": 1, "keys": []}, "at least 1 item"),
-        ("send_keys", {"terminal_id": 1, "keys": ["C-1"]}, "not a control key"),
+        ("send_keys", {"terminal_id": 1, "keys": ["C-1"]}, "'1' has no control code"),
+        ("send_keys", {"terminal_id": 1, "keys": ["q", "Entr"]}, "keys[1]: unknown key 'Entr'"),
+        ("send_keys", {"terminal_id": 1, "keys": ["Entr"]}, "to type it as text, use write_input"),
         ("close_terminal", {"terminal_id": "one"}, "valid integer"),
         ("no_such_tool", {}, "Unknown tool"),
     ]
