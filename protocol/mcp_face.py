@@ -42,7 +42,8 @@ from .client import RegistryClient
 from .errors import RegistryError
 from .mcp_session import McpSession, SessionSettings
 from .mcp_stdio import open_stdio
-from .mcp_tools import INSTRUCTIONS, register
+from .mcp_texts import INSTRUCTIONS
+from .mcp_tools import register
 
 __all__ = ["build_server", "main"]
 

@@ -4,8 +4,8 @@ Each tool takes the MCP request context first (the SDK injects it; the session i
 server's lifespan state), checks nothing the registry checks itself, makes one or two
 calls through the Python client, and answers with :mod:`protocol.mcp_results`.  A
 registry error becomes a tool error (``isError``) whose text says what was wrong and
-what to do instead.  :func:`register` adds them all, with descriptions written for a
-model, to an ``MCPServer``.
+what to do instead.  :func:`register` adds them all to an ``MCPServer``, with the
+titles and descriptions of :mod:`protocol.mcp_texts`.
 """
 
 from __future__ import annotations
@@ -41,20 +41,10 @@ from .mcp_results import (
     tool_result,
 )
 from .mcp_session import McpSession, Progress, explain
+from .mcp_texts import DESCRIPTIONS
 
-__all__ = ["INSTRUCTIONS", "register"]
+__all__ = ["TOOLS", "register"]
 
-INSTRUCTIONS = (
-    "These tools run commands in real, persistent shells (bash, zsh or fish in a PTY) owned "
-    "by terminal-registry, which a person can watch live in VS Code or with "
-    "`terminal-registry list`; terminals outlive this session. Your terminals belong to "
-    "this session's task (pass task_id only to share another's), and run_command reuses an "
-    "idle terminal of the task standing in the requested cwd, so omit cwd to continue where "
-    "your previous command left the shell (a `cd` carries over) or give an absolute path. "
-    "A call returns after at most {timeout:g} s: a command still running keeps running "
-    "with nothing lost, and wait_for_command, read_output, write_input, send_keys and "
-    "kill_command follow it by its terminal_id."
-)
 
 TerminalId = Annotated[
     int, Field(ge=1, description="The terminal, as given by run_command or list_terminals.")
@@ -356,92 +346,24 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
 _ENDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 
-#: name -> (function, title, annotations, description with {timeout}).
-TOOLS: dict[str, tuple[Callable[..., Any], str, ToolAnnotations, str]] = {
-    "run_command": (
-        run_command,
-        "Run a shell command",
-        _ACTS,
-        "Run a shell command in a real, persistent terminal and get its exit code, the "
-        "directory the shell stands in afterwards, how long it took and its output (long "
-        "output keeps its head and tail). A command goes to an idle terminal of your task "
-        "standing in cwd, so `cd`, exported variables and activated environments carry "
-        "over between calls. The call returns after at most {timeout:g} s: a longer "
-        'command keeps running and you get its output so far with state "running"; '
-        "then call wait_for_command. Use background for servers and watchers. One command "
-        "at a time per terminal; commands in different terminals run in parallel.",
-    ),
-    "wait_for_command": (
-        wait_for_command,
-        "Wait for a running command",
-        _READ_ONLY,
-        "Wait for the command running in a terminal to end; get its exit code, cwd after "
-        "and the output you have not seen yet. Returns after at most {timeout:g} s with "
-        'state "running" and the output so far if it is still going: call it again to '
-        "keep waiting. On a terminal whose command already ended, returns that end.",
-    ),
-    "write_input": (
-        write_input,
-        "Type into a terminal",
-        _ACTS,
-        "Type text into a terminal as a person would: answers a prompt of the running "
-        "command such as [Y/n], Password: or Name:. Enter is pressed after it unless "
-        "press_enter is false. Then call wait_for_command to see what the command did "
-        "with it. For Ctrl-C, arrows, Escape or q in a pager use send_keys.",
-    ),
-    "send_keys": (
-        send_keys,
-        "Press keys in a terminal",
-        _ACTS,
-        'Press keys in a terminal, in order: named keys and plain text, e.g. ["q"] to '
-        'leave a pager, ["C-c"] to interrupt, ["Escape", ":q!", "Enter"] to quit '
-        'vim, ["Down", "Enter"] in a menu. Then call wait_for_command or read_output.',
-    ),
-    "read_output": (
-        read_output,
-        "Read a terminal's new output",
-        _READ_ONLY,
-        "Get the output of a terminal you have not seen yet (a running command's "
-        "complete lines so far, or an ended command's output) with its state and cwd. "
-        "Does not wait: wait_for_command does.",
-    ),
-    "list_terminals": (
-        list_terminals,
-        "List terminals",
-        _READ_ONLY,
-        "List the terminals: id, busy or idle, cwd, last command, and the task each "
-        "belongs to (yours are marked). Includes those of other sessions and of people "
-        "using the CLI or VS Code.",
-    ),
-    "kill_command": (
-        kill_command,
-        "Stop a running command",
-        _ENDS,
-        "Interrupt the command running in a terminal: Ctrl-C, then SIGTERM and SIGKILL to "
-        "its whole process tree. The terminal stays open for the next command. Returns "
-        "how the command ended and its remaining output.",
-    ),
-    "close_terminal": (
-        close_terminal,
-        "Close a terminal",
-        _ENDS,
-        "Close a terminal: its shell and every process started in it end, background jobs "
-        "included. Idle terminals are otherwise kept for reuse.",
-    ),
-    "environment_details": (
-        environment_details,
-        "What your terminals did",
-        _READ_ONLY,
-        "Report what your terminals did that you have not seen: commands still running, "
-        "and ended background commands with exit codes and new output; terminals an "
-        "earlier session released are included. Call it after background work or at the "
-        "start of a session. Waits up to 5 s for terminals still printing to settle.",
-    ),
+#: name -> (function, annotations); titles and descriptions are in mcp_texts.
+TOOLS: dict[str, tuple[Callable[..., Any], ToolAnnotations]] = {
+    "run_command": (run_command, _ACTS),
+    "wait_for_command": (wait_for_command, _READ_ONLY),
+    "write_input": (write_input, _ACTS),
+    "send_keys": (send_keys, _ACTS),
+    "read_output": (read_output, _READ_ONLY),
+    "list_terminals": (list_terminals, _READ_ONLY),
+    "kill_command": (kill_command, _ENDS),
+    "close_terminal": (close_terminal, _ENDS),
+    "environment_details": (environment_details, _READ_ONLY),
 }
 
 
 def register(server: MCPServer[Any], call_timeout: float) -> None:
-    for name, (fn, title, hints, description) in TOOLS.items():
+    assert TOOLS.keys() == DESCRIPTIONS.keys()
+    for name, (fn, hints) in TOOLS.items():
+        title, description = DESCRIPTIONS[name]
         server.add_tool(
             fn,
             name=name,
