@@ -53,7 +53,7 @@ server = MCPServer("floor", log_level="WARNING")
 
 
 @server.tool()
-def noop() -> str:
+async def noop() -> str:  # async, as every tool of ours: no worker thread
     return "ok"
 
 

@@ -30,10 +30,10 @@ from typing import Any, TypeVar
 from pygls.client import JsonRPCClient
 from pygls.exceptions import JsonRpcException
 from pygls.io_ import run_async
-from pygls.protocol import JsonRPCProtocol
 
 from . import methods
 from . import types as wire
+from .dispatch import ClientProtocol
 from .errors import (
     ConnectionLostError,
     InvalidParamsError,
@@ -87,7 +87,7 @@ class EnvironmentDetails:
 class _Client(JsonRPCClient):
     def __init__(self, owner: RegistryClient) -> None:
         self.owner = owner
-        super().__init__(protocol_cls=JsonRPCProtocol, converter_factory=converter_factory)
+        super().__init__(protocol_cls=ClientProtocol, converter_factory=converter_factory)
 
     async def start_unix(self, path: str) -> None:
         reader, writer = await asyncio.open_unix_connection(path, limit=2**24)
