@@ -259,6 +259,28 @@ async def test_typed_command_makes_the_terminal_busy(warm: ShellTerminal) -> Non
     assert run.exit_code == 0
 
 
+@pytest.mark.parametrize("ours", ["( true )", "if then fi", "", "# a comment", "{ (exit 3); }"])
+async def test_a_typed_command_after_any_line_of_ours_is_named(
+    spawn_terminal: SpawnTerminal, ours: str
+) -> None:
+    """bash skips E for lines the server typed; a line of ours that ran no simple
+    command must not make the next line a person types nameless."""
+    terminal: ShellTerminal = await spawn_terminal("bash")
+    await terminal.run(ours)
+    ended: asyncio.Future[TerminalRun] = asyncio.get_running_loop().create_future()
+
+    class Ends(TerminalListener):
+        def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
+            if not ended.done():
+                ended.set_result(run)
+
+    terminal.subscribe(Ends())
+    await terminal.write("echo typed-after\r")
+    run = await asyncio.wait_for(ended, 30)
+    assert run.typed
+    assert run.command_line == "echo typed-after"
+
+
 def _on_start(event: asyncio.Event) -> TerminalListener:
     class Starts(TerminalListener):
         def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:

@@ -9,6 +9,7 @@ removed by :meth:`ShellLaunch.cleanup` when the terminal closes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -67,12 +68,32 @@ class ShellLaunch:
     integrated: bool
     temp_dir: str | None = None
     _cleaned: bool = field(default=False, repr=False)
+    _ours_fd: int | None = field(default=None, repr=False)
+
+    def next_line_is_ours(self) -> None:
+        """Tell bash's integration that the next command line comes from the server.
+
+        It then sends no E for it (the server knows what it typed): looking the line
+        up in history is half of what our hooks cost per command.  One ``pwrite`` on
+        a file kept open; the shell empties it when it has seen it.
+        """
+        if self.kind != "bash" or not self.temp_dir or self._cleaned:
+            return
+        with contextlib.suppress(OSError):
+            if self._ours_fd is None:
+                path = os.path.join(self.temp_dir, "ours")
+                flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                self._ours_fd = os.open(path, flags, 0o600)
+            os.pwrite(self._ours_fd, b"1", 0)
 
     def cleanup(self) -> None:
         """Remove the terminal's temporary files. Safe to call more than once."""
         if self._cleaned:
             return
         self._cleaned = True
+        if self._ours_fd is not None:
+            os.close(self._ours_fd)
+            self._ours_fd = None
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 

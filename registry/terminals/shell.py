@@ -180,6 +180,7 @@ class ShellTerminal(ShellProcess):
             # syntax error), and ours would be typed after it.
             self._line_may_hold_text = False
             self._write(b"\x15")
+        self._launch.next_line_is_ours()
         if len(lines) == 1:
             self._write(data + b"\r")
         elif self._bracketed_paste:
