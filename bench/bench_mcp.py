@@ -20,6 +20,12 @@ Interleaved round by round (the order reversed every other round) so machine noi
 falls on all alike; medians, p90 and the ratios (b)/(a), (b2)/(a2) and (d)/(c) are
 printed, nothing is asserted (target for (b)/(a): <= 1.5x).
 
+Wall time on a shared 2-core machine moves with its load; CPU time much less.  So the
+CPU each case costs is printed too, per call and per process: this process (the SDK's
+client and our client), the MCP server, the floor's server and the registry server,
+read from the kernel's per-thread run time (``/proc/PID/task/*/schedstat``, in ns;
+for this process, its CPU-time clock).
+
     python3 bench/bench_mcp.py [--n 200]
 """
 
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
@@ -35,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 
+import psutil
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -61,6 +69,24 @@ anyio.run(_run_stdio, server)
 """
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time of every thread of ``pid`` so far (the kernel's own count, in ns).
+
+    For this process the clock of its own CPU time: the kernel adds a running
+    thread's current slice to ``schedstat`` only when it stops running."""
+    if pid == os.getpid():
+        return time.process_time()
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        # A thread that ended since the listing has nothing more to count.
+        with (
+            contextlib.suppress(FileNotFoundError),
+            open(f"/proc/{pid}/task/{task}/schedstat") as f,
+        ):
+            total += int(f.read().split()[0])
+    return total / 1e9
+
+
 def p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10)[-1]
 
@@ -71,7 +97,7 @@ async def timed(call: Callable[[], Awaitable[object]]) -> float:
     return perf() - start
 
 
-async def bench(n: int, socket_path: str, home: str, env: dict[str, str]) -> None:
+async def bench(n: int, socket_path: str, home: str, env: dict[str, str], server_pid: int) -> None:
     rpc_cwd = os.path.join(home, "rpc")
     mcp_cwd = os.path.join(home, "mcp")
     os.mkdir(rpc_cwd)
@@ -92,6 +118,14 @@ async def bench(n: int, socket_path: str, home: str, env: dict[str, str]) -> Non
         ):
             await session.initialize()
             await floor.initialize()
+            # The MCP server, the floor's, and the registry server: all children of ours.
+            children = {" ".join(c.cmdline()): c.pid for c in psutil.Process().children()}
+            pids = {
+                "this process": os.getpid(),
+                "MCP server": next(p for cmd, p in children.items() if " mcp " in f"{cmd} "),
+                "floor server": next(p for cmd, p in children.items() if "noop" in cmd),
+                "registry server": server_pid,
+            }
 
             async def rpc_run() -> None:
                 result = await client.run("true", cwd=rpc_cwd, task_id="bench-rpc")
@@ -137,12 +171,18 @@ async def bench(n: int, socket_path: str, home: str, env: dict[str, str]) -> Non
                 for _ in range(5):
                     await call()
             times: dict[str, list[float]] = {name: [] for name in cases}
+            cpu = {name: dict.fromkeys(pids, 0.0) for name in cases}
             for round_ in range(n):
                 order = list(cases.items())
                 if round_ % 2:
                     order.reverse()
                 for name, call in order:
+                    # This process read last before and first after: the other
+                    # readings are not counted as its work.
+                    before = {who: cpu_seconds(pid) for who, pid in reversed(pids.items())}
                     times[name].append(await timed(call))
+                    for who, pid in pids.items():
+                        cpu[name][who] += cpu_seconds(pid) - before[who]
     finally:
         await client.close()
     medians = {name: statistics.median(values) for name, values in times.items()}
@@ -166,6 +206,14 @@ async def bench(n: int, socket_path: str, home: str, env: dict[str, str]) -> Non
         - medians["(e) a no-op tool, same SDK and stdio"]
     )
     print(f"the face's own cost per run_command, (b) - (a) - (e): {face * 1000:.2f} ms")
+    print(f"\nCPU per call, ms: {' / '.join(pids)}")
+    for name, spent in cpu.items():
+        parts = " / ".join(f"{seconds / n * 1000:.2f}" for seconds in spent.values())
+        print(f"{name:<44} {sum(spent.values()) / n * 1000:6.2f} total: {parts}")
+    run_cpu = sum(cpu["(b) run_command true, MCP"].values()) / sum(
+        cpu["(a) terminal/run true, Python client"].values()
+    )
+    print(f"CPU, run_command / terminal/run, true: {run_cpu:.2f}x")
 
 
 def main() -> None:
@@ -182,8 +230,10 @@ def main() -> None:
     # The server's shells get the same empty HOME (no user rc files in the figures).
     os.environ.update({"HOME": home, "SHELL": env["SHELL"]})
     daemon.start_background_server(socket_path)
+    with open(daemon.pid_file(socket_path)) as f:
+        server_pid = int(f.read().split()[0])
     try:
-        asyncio.run(bench(args.n, socket_path, home, env))
+        asyncio.run(bench(args.n, socket_path, home, env, server_pid))
     finally:
         daemon.stop_server(socket_path)
         shutil.rmtree(runtime, ignore_errors=True)
