@@ -39,6 +39,8 @@ class BlockingClient:
         self._sock = sock
         self._framer = MessageFramer()
         self._answers: dict[int, dict[str, Any]] = {}
+        #: Requests whose answers nobody collects (keys typed through to a terminal).
+        self._forgotten: set[int] = set()
         self._ids = 0
         self._callbacks: dict[str, list[Callable[[Any], None]]] = {}
         self.capabilities: dict[str, Any] = {}
@@ -91,6 +93,10 @@ class BlockingClient:
         self._send({"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params})
         return self._ids
 
+    def send_and_forget(self, method: str, params: Any) -> None:
+        """Send a request whose answer is dropped when it arrives."""
+        self._forgotten.add(self.send_request(method, params))
+
     def request(self, method: str, params: Any) -> Any:
         """Send a request and return its result; an error answer raises its exception."""
         return self.answer(self.send_request(method, params))
@@ -124,7 +130,10 @@ class BlockingClient:
                 for callback in self._callbacks.get(message["method"], []):
                     callback(message.get("params"))
             elif "id" in message and "method" not in message:
-                self._answers[message["id"]] = message
+                if message["id"] in self._forgotten:
+                    self._forgotten.discard(message["id"])
+                else:
+                    self._answers[message["id"]] = message
             # A request from the server: we offer no capabilities it could use.
 
     def fileno(self) -> int:

@@ -1,11 +1,12 @@
 """``terminal-registry``: the command line.
 
 ``serve`` runs the JSON-RPC server; ``mcp`` serves MCP agents over stdio
-(:mod:`protocol.mcp_face`).  ``run``, ``env``, ``list``, ``kill`` and ``close`` are
-clients of a server (:mod:`protocol.daemon` says which, starting the per-user
-background server on first use), so that terminals persist from one call to the
-next; ``stop`` ends it.  ``--json`` makes any command print machine-readable
-JSON, errors included (``{"error": {"code", "message"}}`` on stdout, exit 2).
+(:mod:`protocol.mcp_face`).  ``run`` (:mod:`protocol.cli_run`), ``attach``
+(:mod:`protocol.attach`), ``env``, ``list``, ``kill`` and ``close`` are clients of a
+server (:mod:`protocol.daemon` says which, starting the per-user background server on
+first use), so that terminals persist from one call to the next; ``stop`` ends it.
+``--json`` makes any command print machine-readable JSON, errors included
+(``{"error": {"code", "message"}}`` on stdout, exit 2).
 
 Every call is a new process, so start-up is what a user waits for: this module and
 the client it talks through (:mod:`protocol.blocking`) import only the standard
@@ -17,15 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import daemon, methods
+from . import audit, daemon, methods
+from .attach import attach
 from .blocking import BlockingClient, ConnectionLost
-from .errors import RegistryError, UnknownTerminalError
+from .cli_run import EXIT_WAITING, LIMIT_FLAGS, run
+from .errors import RegistryError
 
 __all__ = ["main"]
 
@@ -100,159 +101,6 @@ def _terminal(client: BlockingClient, terminal_id: int) -> dict[str, Any]:
     return result
 
 
-# -- run ---------------------------------------------------------------------------------
-
-
-def _run(args: argparse.Namespace, client: BlockingClient) -> int:
-    """Start in the background and follow the notifications: output live, then the end.
-
-    Started in the background so that the run's output stays "not yet retrieved" for
-    ``terminal-registry env``, as it would for an agent's model.
-    """
-    out = sys.stdout.buffer
-    buffered: dict[int, list[str]] = {}
-    ended: dict[int, dict[str, Any]] = {}
-    seen: dict[int, dict[str, Any]] = {}
-    mine: int | None = None
-    streamed: list[bool] = []
-
-    def on_write(params: dict[str, Any]) -> None:
-        run_id = params.get("runId")
-        if run_id is None:
-            return
-        if mine is None:
-            buffered.setdefault(run_id, []).append(params["data"])
-        elif run_id == mine and not args.json:
-            streamed.append(True)
-            out.write(params["data"].encode("utf-8"))
-            out.flush()
-
-    def on_terminal(params: dict[str, Any]) -> None:
-        seen[params["id"]] = params
-
-    client.on(methods.DID_WRITE, on_write)
-
-    def on_end(params: dict[str, Any]) -> None:
-        ended[params["runId"]] = params
-
-    client.on(methods.DID_END_RUN, on_end)
-    client.on(methods.DID_OPEN, on_terminal)
-    client.on(methods.DID_CHANGE, on_terminal)
-    params: dict[str, Any] = {
-        "command": args.command,
-        "cwd": os.path.abspath(args.cwd),
-        "provider": args.provider,
-        "background": True,
-    }
-    if args.task is not None:
-        params["taskId"] = args.task
-    if args.timeout is not None:
-        params["timeoutMs"] = round(args.timeout * 1000)
-    started = client.request(methods.RUN, params)
-    mine = started["runId"]
-    terminal_id = started["terminalId"]
-    if not args.json:
-        for chunk in buffered.pop(mine, []):
-            streamed.append(True)
-            out.write(chunk.encode("utf-8"))
-        out.flush()
-
-    def interrupt() -> None:
-        client.send_request(methods.KILL, {"terminalId": terminal_id})
-
-    _follow(client, lambda: mine in ended, interrupt)
-    end = ended[mine]
-    try:
-        terminal = _terminal(client, terminal_id)
-    except UnknownTerminalError:
-        # The command ended its shell (``exit``): the terminal is gone; its last
-        # reported state stands.
-        terminal = seen[terminal_id]
-    code = end.get("exitCode")
-    note = started.get("note")
-    summary = {
-        "runId": mine,
-        "terminalId": terminal_id,
-        "commandLine": started["commandLine"],
-        "state": end["state"],
-        "exitCode": code,
-        "signal": _signal_name(code),
-        "cwd": terminal["cwd"],
-        "shell": terminal["shell"],
-        "provider": terminal["provider"],
-        "shellIntegration": terminal["shellIntegration"],
-        "note": note,
-    }
-    # This run's output, left unretrieved for `env` as the live output was: one path,
-    # one meaning, with --json or without.
-    own = {"terminalId": terminal_id, "runId": mine, "peek": True}
-    if args.json:
-        summary["output"] = client.request(methods.OUTPUT, own)["output"]
-        print(json.dumps(summary, indent=2))
-    else:
-        if not streamed:
-            # Nothing came live (a line the shell refused: its message is on the
-            # screen, not in a command's output): print what the run kept.
-            text = client.request(methods.OUTPUT, own)["output"]
-            if text:
-                out.write(text.encode("utf-8") + (b"" if text.endswith("\n") else b"\n"))
-                out.flush()
-        lines = [
-            f"exit code: {code if code is not None else 'unknown'}"
-            + (f" ({summary['signal']})" if summary["signal"] else ""),
-            f"state: {end['state']}",
-            f"cwd: {terminal['cwd']}",
-            f"terminal: {terminal_id} ({terminal['provider']}, {terminal['shell']}, "
-            f"{terminal['shellIntegration']} integration)",
-        ]
-        if note:
-            lines.append(f"note: {note}")
-        print("\n".join(f"[terminal-registry] {line}" for line in lines), file=sys.stderr)
-    if code is not None:
-        return int(code) & 0xFF
-    return 0 if end["state"] == "completed" else 1
-
-
-def _follow(
-    client: BlockingClient, done: Callable[[], bool], interrupt: Callable[[], None]
-) -> None:
-    """Handle messages until ``done()``; Ctrl-C calls ``interrupt`` (once per press).
-
-    The SIGINT handler only wakes the loop (a pipe given to ``set_wakeup_fd``), so a
-    press never lands in the middle of reading a message.
-    """
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_write, False)
-    pressed: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
-    old_fd = signal.set_wakeup_fd(wake_write)
-    try:
-        while not done():
-            readable, _, _ = select.select([client.fileno(), wake_read], [], [])
-            if wake_read in readable:
-                os.read(wake_read, 512)
-            while pressed:
-                pressed.pop()
-                interrupt()
-            if client.fileno() in readable:
-                client.pump()
-    finally:
-        signal.set_wakeup_fd(old_fd)
-        signal.signal(signal.SIGINT, previous)
-        os.close(wake_read)
-        os.close(wake_write)
-
-
-def _signal_name(code: int | None) -> str | None:
-    """``SIGINT`` for 130: the shell's 128+N convention (as RunResult's ``signal``)."""
-    if code is None or not 128 < code <= 128 + 64:
-        return None
-    try:
-        return signal.Signals(code - 128).name
-    except ValueError:
-        return None
-
-
 # -- env, list, kill, close ----------------------------------------------------------------
 
 
@@ -287,7 +135,9 @@ def _list(args: argparse.Namespace, client: BlockingClient) -> int:
         return 0
     rows = [_LIST_COLUMNS]
     for t in terminals:
-        state = ("busy" if t["busy"] else "idle") + (",hot" if t["hot"] else "")
+        waits = t.get("state") in ("waitingForInput", "waitingForPassword", "fullScreen")
+        activity = t["state"] if waits or t.get("state") == "stoppedJob" else None
+        state = (activity or ("busy" if t["busy"] else "idle")) + (",hot" if t["hot"] else "")
         rows.append(
             (
                 str(t["id"]),
@@ -360,6 +210,12 @@ def _parser() -> argparse.ArgumentParser:
         default=64,
         help="disconnect a client that lets more than this wait unread (default 64)",
     )
+    serve.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help="append one JSON line per command to PATH (mode 0600, rotated at 10 MB); "
+        "default: $TERMINAL_REGISTRY_AUDIT_LOG, else no audit log",
+    )
     serve.add_argument("--log-level", default="WARNING")
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
 
@@ -374,7 +230,31 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--cwd", default=os.getcwd(), help="directory to run in")
     run.add_argument("--provider", choices=("shell", "subprocess"), default="shell")
     run.add_argument("--timeout", type=float, help="seconds before the command is ended")
+    for flag, _wire, kind, text in LIMIT_FLAGS:
+        run.add_argument(
+            f"--{flag.replace('_', '-')}", type=kind, metavar="N", help=f"limit: {text}"
+        )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND")
+    run.epilog = (
+        "When the command waits for input and stdin is a terminal, what you type goes to "
+        f"it; otherwise the CLI exits with status {EXIT_WAITING}, leaving it running, and "
+        "names its terminal (see attach)."
+    )
+
+    attach_command = commands.add_parser(
+        "attach",
+        parents=[common],
+        help="attach this terminal to a registry terminal (Ctrl-] detaches)",
+        description="Show terminal ID's recent output, then its live output; what you type "
+        "goes to it and its size follows yours. Ctrl-] (or --detach-key) detaches and "
+        "leaves it running.",
+    )
+    attach_command.add_argument("terminal_id", type=int, metavar="ID")
+    attach_command.add_argument(
+        "--detach-key",
+        default="C-]",
+        help="the key that detaches, as C-<char> (default C-])",
+    )
 
     env = commands.add_parser("env", parents=[common], help="print the environment details")
     env.add_argument("--task", help="task id (default: every terminal)")
@@ -394,13 +274,18 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("stop", parents=[common], help="stop the background server")
 
+    audit = commands.add_parser("log", help="print the audit log (see serve --audit-log)")
+    audit.add_argument("--path", help="the audit log (default: $TERMINAL_REGISTRY_AUDIT_LOG)")
+    audit.add_argument("--json", action="store_true", help="the entries as a JSON array")
+    audit.add_argument("-n", "--last", type=int, metavar="N", help="only the last N commands")
     # Its options are the face's own (protocol/mcp_face.py): main() hands it its argv.
     commands.add_parser("mcp", help="serve the terminals to MCP agents over stdio")
     return parser
 
 
 _CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, BlockingClient], int]] = {
-    "run": _run,
+    "run": run,
+    "attach": attach,
     "env": _env,
     "list": _list,
     "kill": _kill,
@@ -418,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .serve import serve  # the server's imports, for this command only
 
         return serve(args)
+    if args.subcommand == "log":
+        return audit.print_log(args.path, as_json=args.json, last=args.last)
     if args.subcommand == "run":
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not words:

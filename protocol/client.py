@@ -1,4 +1,4 @@
-"""The Python client for agents: typed methods over pygls's JSON-RPC client.
+"""The Python client for agents: typed methods over a JSON-RPC link (:mod:`protocol.link`).
 
 ::
 
@@ -7,6 +7,8 @@
         print(result.exit_code, result.cwd, result.output)
         print((await client.environment_details("t1")).markdown)
 
+A command that asks is answered, not waited out: ``run(..., yield_on_input=True)``,
+``write`` or ``send_keys``, then ``wait`` (docs/waiting.md).
 Every method mirrors a request of docs/protocol.md; errors raise the exception of their
 code (:class:`UnknownTerminalError`, :class:`TerminalBusyError` ...).
 Notifications arrive through :meth:`RegistryClient.notifications` (an async
@@ -18,7 +20,6 @@ the command.  :class:`SyncRegistryClient` wraps it all for scripts.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import sys
 import threading
@@ -27,13 +28,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
-from pygls.client import JsonRPCClient
-from pygls.exceptions import JsonRpcException
-from pygls.io_ import run_async
-
 from . import methods
 from . import types as wire
-from .dispatch import ClientProtocol
 from .errors import (
     ConnectionLostError,
     InvalidParamsError,
@@ -43,9 +39,9 @@ from .errors import (
     SpawnFailedError,
     TerminalBusyError,
     UnknownTerminalError,
-    error_for,
 )
-from .types import converter_factory
+from .link import Link
+from .stream import Notification, NotificationStream
 
 __all__ = [
     "ConnectionLostError",
@@ -65,41 +61,13 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: After $/cancelRequest, how long to wait for the server's -32800.
-CANCEL_CONFIRM_TIMEOUT = 30.0
-
-
 # -- results ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Notification:
-    method: str
-    params: Any
 
 
 @dataclass(frozen=True)
 class EnvironmentDetails:
     markdown: str
     terminals: list[wire.TerminalInfo]
-
-
-class _Client(JsonRPCClient):
-    def __init__(self, owner: RegistryClient) -> None:
-        self.owner = owner
-        super().__init__(protocol_cls=ClientProtocol, converter_factory=converter_factory)
-
-    async def start_unix(self, path: str) -> None:
-        reader, writer = await asyncio.open_unix_connection(path, limit=2**24)
-        self.protocol.set_writer(writer)
-        task = asyncio.create_task(
-            run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol)
-        )
-        task.add_done_callback(lambda _: self.owner._closed_by_server())  # at EOF
-        self._async_tasks.append(task)
-
-    async def server_exit(self, server: asyncio.subprocess.Process) -> None:
-        self.owner._closed_by_server()
 
 
 _NOTIFICATIONS = (*methods.NOTIFICATIONS, methods.LOG_MESSAGE, methods.PROGRESS)
@@ -109,12 +77,10 @@ class RegistryClient:
     """An asyncio client of a terminal-registry server."""
 
     def __init__(self) -> None:
-        self._client = _Client(self)
-        self._ids = itertools.count(1)
+        self._client = Link(self._closed_by_server)
         self._queues: list[asyncio.Queue[Notification | None]] = []
         self._callbacks: dict[str, list[Callable[[Any], None]]] = {}
         self._spawned = False
-        self._gone: asyncio.Future[None] | None = None  # done: every request fails
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         for method in _NOTIFICATIONS:
@@ -176,7 +142,7 @@ class RegistryClient:
             except TimeoutError:
                 self._client._server.kill()
         await self._client.stop()  # type: ignore[no-untyped-call]
-        self._closed_by_server()
+        self._client.lost()
 
     async def __aenter__(self) -> RegistryClient:
         return self
@@ -192,37 +158,24 @@ class RegistryClient:
     # -- requests -------------------------------------------------------------------
 
     async def _request(self, method: str, params: Any) -> Any:
-        if (gone := self._gone_future()).done():
-            raise ConnectionLostError(method)
-        msg_id = f"c{next(self._ids)}"
-        pending = asyncio.wrap_future(
-            self._client.protocol.send_request(method, params, msg_id=msg_id)
-        )
-        try:
-            # Neither future is cancelled with the caller (pygls would then fail to
-            # deliver the answer); a server that goes away answers nothing.
-            await asyncio.wait(either := [pending, gone], return_when=asyncio.FIRST_COMPLETED)
-            if not pending.done():
-                raise ConnectionLostError(method)
-            return pending.result()
-        except asyncio.CancelledError:
-            if not self._client.stopped and not pending.done() and not gone.done():
-                # $/cancelRequest, then wait (bounded) until the server confirms, so
-                # that the terminal is free again when the caller moves on.
-                self._client.protocol.notify(methods.CANCEL_REQUEST, {"id": msg_id})
-                await asyncio.wait(
-                    either, timeout=CANCEL_CONFIRM_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
-                )
-                if pending.done() and not pending.cancelled():
-                    pending.exception()  # the expected -32800: taken, not logged as lost
-            raise
-        except JsonRpcException as error:
-            raise error_for(error.code, error.message) from None
+        return await self._client.request(method, params)
 
     async def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        limits: wire.Limits | None = None,
     ) -> wire.TerminalInfo:
-        params = {"cwd": os.path.abspath(cwd), "taskId": task_id, "provider": provider}
+        """A terminal for the task in ``cwd``; ``limits`` become the terminal's own."""
+        params: dict[str, Any] = {
+            "cwd": os.path.abspath(cwd),
+            "taskId": task_id,
+            "provider": provider,
+        }
+        if limits is not None:
+            params["limits"] = wire.unstructure(limits)
         return _terminal(await self._request(methods.ACQUIRE, params))
 
     async def run(
@@ -237,10 +190,15 @@ class RegistryClient:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         work_done_token: str | int | None = None,
+        limits: wire.Limits | None = None,
+        yield_on_input: bool = False,
     ) -> wire.RunResult:
-        """Run a command; ``timeout`` in seconds. With ``background``, returns once started."""
+        """Run a command; ``timeout`` in seconds. With ``background``, returns once started;
+        with ``yield_on_input``, once it waits for input (``waiting_for``) or ends.
+        ``limits``: this run's resource limits (``wire.Limits(memory_mb=256)``)."""
         params: dict[str, Any] = {"command": command, "background": background}
         optional = {
+            "yieldOnInput": True if yield_on_input else None,
             "terminalId": terminal_id,
             # Relative to this process, not to a server that may stand elsewhere.
             "cwd": os.path.abspath(cwd) if cwd is not None else None,
@@ -249,10 +207,33 @@ class RegistryClient:
             "timeoutMs": round(timeout * 1000) if timeout is not None else None,
             "env": dict(env) if env is not None else None,
             "workDoneToken": work_done_token,
+            "limits": wire.unstructure(limits) if limits is not None else None,
         }
         params.update({k: v for k, v in optional.items() if v is not None})
         result = await self._request(methods.RUN, params)
         return wire.converter.structure(result, wire.RunResult)
+
+    async def wait(
+        self,
+        *,
+        run_id: int | None = None,
+        terminal_id: int | None = None,
+        timeout: float | None = None,
+        yield_on_input: bool = True,
+    ) -> wire.RunResult:
+        """Until the run ends (by id, or a terminal's current run), or it waits for input
+        (unless ``yield_on_input`` is False), or ``timeout`` seconds have passed: then
+        ``state`` is ``running``.  Cancelling stops the waiting, not the command."""
+        timeout_ms = round(timeout * 1000) if timeout is not None else None
+        optional = {"runId": run_id, "terminalId": terminal_id, "timeoutMs": timeout_ms}
+        params: dict[str, Any] = {"yieldOnInput": yield_on_input}
+        params.update({k: v for k, v in optional.items() if v is not None})
+        result = await self._request(methods.WAIT, params)
+        return wire.converter.structure(result, wire.RunResult)
+
+    async def send_keys(self, terminal_id: int, keys: list[str]) -> None:
+        """Named keys: ``["q"]``, ``["C-c"]``, ``["Escape", ":q!", "Enter"]``."""
+        await self._request(methods.SEND_KEYS, {"terminalId": terminal_id, "keys": list(keys)})
 
     async def write(self, terminal_id: int, data: str) -> None:
         await self._request(methods.WRITE, {"terminalId": terminal_id, "data": data})
@@ -341,46 +322,14 @@ class RegistryClient:
 
         return receive
 
-    def _gone_future(self) -> asyncio.Future[None]:
-        self._gone = self._gone or asyncio.get_running_loop().create_future()
-        return self._gone
-
     @property
     def connected(self) -> bool:
         """False once the connection has ended (the server closed it or went away)."""
-        return self._gone is None or not self._gone.done()
+        return self._client.connected
 
     def _closed_by_server(self) -> None:
-        if self.connected:
-            self._gone_future().set_result(None)
-            for queue in self._queues:
-                queue.put_nowait(None)
-
-
-class NotificationStream:
-    """An async iterator of notifications, subscribed from its creation."""
-
-    def __init__(
-        self,
-        queues: list[asyncio.Queue[Notification | None]],
-        queue: asyncio.Queue[Notification | None],
-    ) -> None:
-        self._queues = queues
-        self._queue = queue
-
-    def __aiter__(self) -> NotificationStream:
-        return self
-
-    async def __anext__(self) -> Notification:
-        item = await self._queue.get()
-        if item is None:
-            await self.aclose()
-            raise StopAsyncIteration
-        return item
-
-    async def aclose(self) -> None:
-        if self._queue in self._queues:
-            self._queues.remove(self._queue)
+        for queue in self._queues:
+            queue.put_nowait(None)
 
 
 def _terminal(data: Any) -> wire.TerminalInfo:
@@ -411,12 +360,23 @@ class SyncRegistryClient:
         return self._call(self._client.run(command, **kwargs))
 
     def acquire(
-        self, cwd: str, task_id: str | None = None, provider: str = "shell"
+        self,
+        cwd: str,
+        task_id: str | None = None,
+        provider: str = "shell",
+        *,
+        limits: wire.Limits | None = None,
     ) -> wire.TerminalInfo:
-        return self._call(self._client.acquire(cwd, task_id, provider))
+        return self._call(self._client.acquire(cwd, task_id, provider, limits=limits))
 
     def write(self, terminal_id: int, data: str) -> None:
         self._call(self._client.write(terminal_id, data))
+
+    def wait(self, **kwargs: Any) -> wire.RunResult:
+        return self._call(self._client.wait(**kwargs))
+
+    def send_keys(self, terminal_id: int, keys: list[str]) -> None:
+        self._call(self._client.send_keys(terminal_id, keys))
 
     def kill(self, terminal_id: int) -> None:
         self._call(self._client.kill(terminal_id))

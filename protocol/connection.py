@@ -63,6 +63,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "terminal-registry"
+#: While a client's output is held back: how often to look whether it has read again.
+MISSED_RECHECK = 0.05
 PROTOCOL_VERSION = 1
 
 
@@ -264,6 +266,10 @@ class Connection:
         self.owner = owner
         self.is_initialized = False
         self.client_pid: int | None = None
+        #: The process and user at the other end, as the kernel says (socket peer
+        #: credentials; for stdio, the process that started us).
+        self.peer_pid: int | None = None
+        self.peer_uid: int | None = None
         #: Set when the client runs inside one of our terminals: it acts for that
         #: terminal's task only (:mod:`protocol.scope`).
         self.scope: Scope | None = None
@@ -279,6 +285,7 @@ class Connection:
         )
         #: Per terminal, characters of output this client missed while congested.
         self._missed: dict[int, int] = {}
+        self._missed_timer: asyncio.TimerHandle | None = None
         self._done = asyncio.Event()
         self.server = ConnectionServer(shared, self)
         self.server.protocol.set_writer(self._writer)
@@ -307,6 +314,7 @@ class Connection:
             terminal_id = params["terminalId"]
             if self._writer.congested(len(params["data"])):
                 self._missed[terminal_id] = self._missed.get(terminal_id, 0) + len(params["data"])
+                self._watch_congestion()
                 return
             missed = self._missed.pop(terminal_id, None)
             if missed:
@@ -314,6 +322,26 @@ class Connection:
         elif method == methods.DID_CLOSE:
             self._missed.pop(params["terminalId"], None)
         self.protocol.notify(method, params)
+
+    def _watch_congestion(self) -> None:
+        """Tell a client what it missed once it has read again, even if its terminals
+        print nothing more (else it would never learn to repaint).  The kernel says
+        nothing when a client drains its socket, so while output is held back the
+        queue is looked at every :data:`MISSED_RECHECK` seconds."""
+        if self._missed_timer is None and not self._done.is_set():
+            loop = asyncio.get_running_loop()
+            self._missed_timer = loop.call_later(MISSED_RECHECK, self._report_missed)
+
+    def _report_missed(self) -> None:
+        self._missed_timer = None
+        if self._done.is_set() or not self._missed:
+            return
+        if self._writer.congested():
+            self._watch_congestion()
+            return
+        for terminal_id in list(self._missed):
+            params = {"terminalId": terminal_id, "data": "", "runId": None}
+            self.notify(methods.DID_WRITE, params)
 
     def _overflowed(self) -> None:
         log.warning("%s: the client does not read what it asked for: disconnected", self.name)

@@ -20,13 +20,17 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from registry.errors import UnknownTerminalError
 from registry.output import compress_terminal_output
 from registry.run import TerminalRun
 
 from . import methods
 from . import types as wire
+from .audit_trail import REQUESTER, Requester
 from .connection import ConnectionServer
-from .notifications import terminal_info
+from .errors import InvalidParamsError
+from .notifications import terminal_info, waiting_for
+from .options import engine_limits
 
 __all__ = ["HANDLERS", "run_result"]
 
@@ -63,12 +67,27 @@ def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
         stdout=stdout.decode("utf-8", "replace") if stdout is not None else None,
         stderr=stderr.decode("utf-8", "replace") if stderr is not None else None,
         note=run.note,
+        limit=run.limit,
+        waiting_for=_waiting_for(ls, run),
     )
+
+
+def _waiting_for(ls: ConnectionServer, run: TerminalRun) -> wire.WaitingFor | None:
+    """What the run's terminal waits for, while the run goes on."""
+    if run.done:
+        return None
+    try:
+        terminal = ls.registry.get(run.terminal_id)
+    except UnknownTerminalError:  # it closed meanwhile
+        return None
+    return waiting_for(terminal.wait_state)
 
 
 async def acquire(ls: ConnectionServer, params: Any) -> Any:
     p = wire.structure_params(wire.AcquireParams, params)
-    terminal = await ls.registry.get_or_create(p.cwd, p.task_id, p.provider, settings=ls.settings)
+    terminal = await ls.registry.get_or_create(
+        p.cwd, p.task_id, p.provider, settings=ls.settings, limits=engine_limits(p.limits)
+    )
     return _info(ls, terminal)
 
 
@@ -78,6 +97,15 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
     if p.terminal_id is None and p.cwd is None:
         raise ValueError("terminal/run needs a terminalId or a cwd")
     registry = ls.registry
+    connection = ls.connection
+    # Whose run this is, for the audit log: the run starts inside this task.
+    REQUESTER.set(
+        Requester(
+            connection.peer_pid or connection.client_pid,
+            connection.peer_uid,
+            connection.name.partition(":")[0],
+        )
+    )
     started = await registry.run(
         p.command,
         cwd=p.cwd,
@@ -88,12 +116,13 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
         env=p.env,
         background=True,
         settings=ls.settings,
+        limits=engine_limits(p.limits),
     )
     if p.background:
         return wire.unstructure(run_result(ls, started))
     progress = _Progress(ls, p.work_done_token, started) if p.work_done_token else None
     try:
-        await registry.wait(started)
+        await registry.wait(started, yield_on_input=p.yield_on_input)
     except asyncio.CancelledError:
         # $/cancelRequest: interrupt the command (Ctrl-C, then its process tree).
         with contextlib.suppress(Exception):
@@ -103,6 +132,30 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
         if progress is not None:
             progress.end()
     return wire.unstructure(run_result(ls, started))
+
+
+async def wait(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.WaitParams, params)
+    if (p.run_id is None) == (p.terminal_id is None):
+        raise InvalidParamsError("terminal/wait needs a runId or a terminalId (one of them)")
+    registry = ls.registry
+    run = registry.find_run(p.run_id, p.terminal_id)
+    scope = ls.connection.scope
+    if scope is not None and run.task_id != scope.task_id:
+        # A run by id names no terminal for the connection's scope to check.
+        raise InvalidParamsError(
+            f"run {run.id} is not this connection's: it acts for task {scope.task_id!r} only"
+        )
+    timeout = p.timeout_ms / 1000 if p.timeout_ms is not None else None
+    # Cancelling a wait stops the waiting, not the command (terminal/kill does that).
+    await registry.wait(run, timeout=timeout, yield_on_input=p.yield_on_input)
+    return wire.unstructure(run_result(ls, run))
+
+
+async def send_keys(ls: ConnectionServer, params: Any) -> Any:
+    p = wire.structure_params(wire.SendKeysParams, params)
+    await ls.registry.get(p.terminal_id).send_keys(p.keys)
+    return None
 
 
 async def write(ls: ConnectionServer, params: Any) -> Any:
@@ -199,6 +252,8 @@ HANDLERS: dict[str, Handler] = {
     methods.REPLAY: replay,
     methods.RELEASE: release,
     methods.ENVIRONMENT_DETAILS: environment_details,
+    methods.WAIT: wait,
+    methods.SEND_KEYS: send_keys,
     methods.SHUTDOWN: shutdown,
 }
 

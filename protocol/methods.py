@@ -36,7 +36,9 @@ __all__ = [
     "REQUESTS",
     "RESIZE",
     "RUN",
+    "SEND_KEYS",
     "SHUTDOWN",
+    "WAIT",
     "WRITE",
 ]
 
@@ -54,6 +56,8 @@ GET = "terminal/get"
 REPLAY = "terminal/replay"
 RELEASE = "terminal/release"
 ENVIRONMENT_DETAILS = "environment/details"
+WAIT = "terminal/wait"
+SEND_KEYS = "terminal/sendKeys"
 
 #: Every request of ours, in docs/protocol.md's order.
 REQUESTS = (
@@ -69,6 +73,8 @@ REQUESTS = (
     REPLAY,
     RELEASE,
     ENVIRONMENT_DETAILS,
+    WAIT,
+    SEND_KEYS,
 )
 
 # -- notifications (server -> every client) ------------------------------------------------

@@ -17,11 +17,20 @@ from registry.output import IncrementalText
 from registry.registry import RegistryListener, TerminalRegistry
 from registry.run import TerminalRun
 from registry.terminals.base import Terminal
+from registry.waiting import TerminalState, WaitState
 
 from . import methods
 from . import types as wire
+from .options import wire_limits
 
-__all__ = ["DID_WRITE_INTERVAL", "Fanout", "Sink", "WriteCoalescer", "terminal_info"]
+__all__ = [
+    "DID_WRITE_INTERVAL",
+    "Fanout",
+    "Sink",
+    "WriteCoalescer",
+    "terminal_info",
+    "waiting_for",
+]
 
 #: didWrite coalescing window: at most one notification per terminal per this long.
 DID_WRITE_INTERVAL = 0.02
@@ -33,9 +42,27 @@ class Sink(Protocol):
     def notify(self, method: str, params: Any) -> None: ...
 
 
+_KINDS = {
+    TerminalState.WAITING_FOR_INPUT: "input",
+    TerminalState.WAITING_FOR_PASSWORD: "password",
+    TerminalState.FULL_SCREEN: "fullScreen",
+    TerminalState.STOPPED_JOB: "stoppedJob",
+}
+
+
+def waiting_for(state: WaitState) -> wire.WaitingFor | None:
+    """The wire ``waitingFor`` of a wait-state; None when it waits for nobody."""
+    kind = _KINDS.get(state.state)
+    if kind is None:
+        return None
+    keys = list(state.keys) if state.keys is not None else None
+    return wire.WaitingFor(kind, state.prompt, state.program, state.certainty.value, keys)
+
+
 def terminal_info(registry: TerminalRegistry, terminal: Terminal) -> wire.TerminalInfo:
     """The wire ``Terminal`` of one of the registry's terminals."""
     entry = registry.entry(terminal.id)
+    state = terminal.wait_state
     return wire.TerminalInfo(
         id=terminal.id,
         provider=terminal.provider,
@@ -47,6 +74,10 @@ def terminal_info(registry: TerminalRegistry, terminal: Terminal) -> wire.Termin
         shell=terminal.shell,
         pid=terminal.pid,
         last_command=terminal.last_command,
+        state=state.state.value,
+        waiting_for=waiting_for(state),
+        limits=wire_limits(terminal.limits),
+        limits_by=terminal.limits_by,
     )
 
 
@@ -96,7 +127,9 @@ class Fanout(RegistryListener):
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
         self._writes.flush(terminal.id)
-        params = wire.DidEndRunParams(terminal.id, run.id, run.state.value, run.exit_code)
+        params = wire.DidEndRunParams(
+            terminal.id, run.id, run.state.value, run.exit_code, run.limit
+        )
         self.broadcast(methods.DID_END_RUN, wire.unstructure(params))
 
 

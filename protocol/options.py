@@ -22,11 +22,13 @@ from typing import Any
 import attrs
 
 from registry.config import Settings
+from registry.limits import Limits as EngineLimits
 
 from .errors import InvalidParamsError
 from .strict import RULE, Rule, camel, structure_params
+from .types import Limits
 
-__all__ = ["InitializationOptions", "settings_for"]
+__all__ = ["InitializationOptions", "engine_limits", "settings_for", "wire_limits"]
 
 #: Durations in ms: not negative; at most ~24.8 days (what a 32-bit int holds).
 _MS = {RULE: Rule(min=0, max=2**31 - 1)}
@@ -66,6 +68,24 @@ class InitializationOptions:
     login_shell: bool | None = None
     cols: int | None = attrs.field(default=None, metadata=_SIZE)
     rows: int | None = attrs.field(default=None, metadata=_SIZE)
+    #: Every command's limits unless its terminal or run sets its own (over the
+    #: server's: only ``outputMb`` by default).
+    limits: Limits | None = None
+
+
+def engine_limits(limits: Limits | None) -> EngineLimits | None:
+    """The engine's limits from their wire form."""
+    if limits is None:
+        return None
+    return EngineLimits(**attrs.asdict(limits))
+
+
+def wire_limits(limits: EngineLimits) -> Limits | None:
+    """The wire form of limits that apply (None when none does)."""
+    effective = limits.effective()
+    if effective == EngineLimits():
+        return None
+    return Limits(**dataclasses.asdict(effective))
 
 
 #: Wire name -> (option field, Settings field, milliseconds to seconds).
@@ -100,5 +120,8 @@ def settings_for(base: Settings, options: Any) -> tuple[Settings, list[str]]:
         value = getattr(typed, name)
         if value is None and setting != "command_timeout":
             continue  # null for a setting that has no "none": keep the default
+        if isinstance(value, Limits):
+            changes[setting] = (engine_limits(value) or EngineLimits()).over(base.limits)
+            continue
         changes[setting] = value / 1000.0 if ms and value is not None else value
     return dataclasses.replace(base, **changes), warnings

@@ -19,8 +19,10 @@ import sys
 from registry.keeper import Keeper
 
 from . import daemon
+from .audit import AUDIT_LOG_VARIABLE, AuditFile
 from .connection import QueueLimits
 from .server import Hub
+from .transport import CONGESTED_BYTES
 
 __all__ = ["serve"]
 
@@ -39,12 +41,14 @@ def serve(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         limits = QueueLimits(
-            congested=min(args.max_queued_mb * 2**20 // 16, 4 * 2**20),
+            congested=min(args.max_queued_mb * 2**20 // 16, CONGESTED_BYTES),
             limit=args.max_queued_mb * 2**20,
         )
+        audit_path = args.audit_log or os.environ.get(AUDIT_LOG_VARIABLE) or None
+        audit = AuditFile(audit_path) if audit_path else None
         keeper = Keeper.start()
         log.info("processes end with the server: %s", keeper.describe())
-        server = Hub(limits=limits, keeper=keeper)
+        server = Hub(limits=limits, keeper=keeper, audit=audit)
         if args.socket:
             try:
                 await server.serve_socket(args.socket, export=args.export_socket)

@@ -22,6 +22,8 @@ from registry.config import Settings
 from registry.keeper import Keeper
 from registry.registry import TerminalRegistry
 
+from .audit import AuditFile
+from .audit_trail import AuditTrail
 from .connection import Connection, QueueLimits, Shared
 from .handlers import HANDLERS
 from .listen import check_socket_directory, claim_stdio, peer_credentials, socket_accepts
@@ -44,11 +46,15 @@ class Hub:
         *,
         limits: QueueLimits | None = None,
         keeper: Keeper | None = None,
+        audit: AuditFile | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.limits = limits or QueueLimits()
         self.keeper = keeper
         self.registry = TerminalRegistry(self.settings, keeper=keeper)
+        self.audit = AuditTrail(audit) if audit is not None else None
+        if self.audit is not None:
+            self.registry.subscribe(self.audit)
         self.connections: set[Connection] = set()
         self.fanout = Fanout(self.registry, lambda: self.connections)
         self.registry.subscribe(self.fanout)
@@ -90,6 +96,8 @@ class Hub:
         if self.keeper is not None:
             # Every terminal ended its processes: nothing is left for the watchdog.
             self.keeper.close()
+        if self.audit is not None:
+            self.audit.close()
         for connection in list(self.connections):
             connection.close()
         for task in list(self._tasks):
@@ -125,6 +133,7 @@ class Hub:
         )
         transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(out_fd, "wb", 0))
         connection = self._connect("stdio", reader, transport, owner=True)
+        connection.peer_pid, connection.peer_uid = os.getppid(), os.getuid()
         try:
             await connection.serve()
         finally:
@@ -166,6 +175,7 @@ class Hub:
         assert isinstance(transport, asyncio.WriteTransport)
         connection = self._connect(f"socket:{id(writer)}", reader, transport, owner=False)
         if peer is not None:
+            connection.peer_pid, connection.peer_uid = peer.pid, peer.uid
             connection.scope = scope_of(self.registry, peer.pid)
         try:
             await connection.serve()

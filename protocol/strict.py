@@ -82,6 +82,10 @@ def _apply_rule(rule: Rule, value: Any, where: str) -> None:
                     f"{where} key {key!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
                 )
             _apply_rule(rule, item, f"{where}.{key}")
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _apply_rule(rule, item, f"{where}[{index}]")
 
 
 _TYPE_WORDS = {int: "an integer", str: "a string", bool: "a boolean", float: "a number"}
@@ -104,6 +108,18 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
                 continue
         expected = " or ".join(_describe(o) for o in real)
         raise InvalidParamsError(f"{where} must be {expected}, got {_kind(value)}")
+    if origin is list:
+        (item_type,) = typing.get_args(annotation)
+        if not isinstance(value, list):
+            raise InvalidParamsError(f"{where} must be an array, got {_kind(value)}")
+        return [_check(item, item_type, f"{where}[{index}]") for index, item in enumerate(value)]
+    if attrs.has(annotation):
+        if not isinstance(value, dict):
+            raise InvalidParamsError(f"{where} must be an object, got {_kind(value)}")
+        try:
+            return structure_params(annotation, value)
+        except InvalidParamsError as error:
+            raise InvalidParamsError(f"{where}.{error.message}") from None
     if origin is dict:
         key_type, value_type = typing.get_args(annotation)
         if not isinstance(value, dict):
@@ -142,6 +158,8 @@ def _check(value: Any, annotation: Any, where: str) -> Any:
 
 
 def _describe(annotation: Any) -> str:
+    if typing.get_origin(annotation) is list:
+        return "an array"
     return _TYPE_WORDS.get(annotation, "an object")
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 __all__ = ["Cgroup", "CgroupSupport", "Hierarchy", "detect"]
@@ -251,29 +252,107 @@ class Cgroup:
                 f.write("THAWED")
         return members
 
-    def set_limits(self, *, memory_bytes: int | None, pids: int | None) -> set[str]:
-        """Apply limits (None lifts one); returns those that took effect."""
-        applied: set[str] = set()
+    def limit_kinds(self) -> frozenset[str]:
+        """What this group can limit and measure: a subset of {"memory", "pids", "cpu"}."""
+        kinds = set()
         v2 = self.paths.get("v2")
-        for name, value, v2_file, v1_key, v1_file in (
-            ("memory", memory_bytes, "memory.max", "memory", "memory.limit_in_bytes"),
-            ("pids", pids, "pids.max", "pids", "pids.max"),
-        ):
-            text = str(value) if value is not None else ("max" if name == "pids" else "-1")
-            targets = []
-            if v2 is not None and os.path.exists(os.path.join(v2, v2_file)):
-                targets.append((os.path.join(v2, v2_file), text if value is not None else "max"))
-            elif v1_key in self.paths:
-                targets.append((os.path.join(self.paths[v1_key], v1_file), text))
-            for path, content in targets:
+        for kind, v2_file in (("memory", "memory.max"), ("pids", "pids.max"), ("cpu", "cpu.stat")):
+            if (v2 is not None and os.path.exists(os.path.join(v2, v2_file))) or (
+                kind in self.paths
+            ):
+                kinds.add(kind)
+        return frozenset(kinds)
+
+    def set_limits(self, *, memory_bytes: int | None, pids: int | None) -> set[str]:
+        """Apply limits (None lifts one); returns those that took effect.
+
+        On v1, memory plus swap (``memsw``) is limited too where the kernel accounts
+        swap, so a limited command cannot swap its way past its limit; v1 requires
+        memsw >= memory at every moment, hence the order of the writes.
+        """
+        v2 = self.paths.get("v2")
+        memory = str(memory_bytes) if memory_bytes is not None else None
+        pid_text = str(pids) if pids is not None else "max"
+        # (limit, directory, [(file, content)] in the order to write them)
+        writes: list[tuple[str, str, list[tuple[str, str]]]] = []
+        if v2 is not None and os.path.exists(os.path.join(v2, "memory.max")):
+            swap = "0" if memory else "max"
+            writes.append(
+                ("memory", v2, [("memory.max", memory or "max"), ("memory.swap.max", swap)])
+            )
+        elif "memory" in self.paths:
+            files = [
+                ("memory.limit_in_bytes", memory or "-1"),
+                ("memory.memsw.limit_in_bytes", memory or "-1"),
+            ]
+            # Lowering: memory first; raising or lifting: memsw first.
+            writes.append(("memory", self.paths["memory"], files if memory else files[::-1]))
+        if v2 is not None and os.path.exists(os.path.join(v2, "pids.max")):
+            writes.append(("pids", v2, [("pids.max", pid_text)]))
+        elif "pids" in self.paths:
+            writes.append(("pids", self.paths["pids"], [("pids.max", pid_text)]))
+        applied: set[str] = set()
+        for name, directory, files in writes:
+            for filename, content in files:
+                path = os.path.join(directory, filename)
                 try:
                     with open(path, "w") as f:
                         f.write(content)
                 except OSError:
-                    continue
-                if value is not None:
+                    continue  # memsw or swap.max: not every kernel accounts swap
+                value = memory_bytes if name == "memory" else pids
+                if filename in ("memory.max", "memory.limit_in_bytes", "pids.max") and value:
                     applied.add(name)
         return applied
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the group's processes have used (v2 ``cpu.stat``), if known."""
+        v2 = self.paths.get("v2")
+        if v2 is None:
+            return None
+        try:
+            with open(os.path.join(v2, "cpu.stat")) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "usage_usec":
+                        return int(value) / 1e6
+        except (OSError, ValueError):
+            return None
+        return None
+
+    def kill_where(self, choose: Callable[[set[int]], set[int]]) -> set[int]:
+        """SIGKILL the members ``choose`` picks, with the group frozen meanwhile (so
+        that a fork bomb cannot outrun us); returns those killed."""
+        freezer = self._freezer()
+        if freezer is not None:
+            with contextlib.suppress(OSError), open(freezer[0], "w") as f:
+                f.write(freezer[1])
+        killed: set[int] = set()
+        try:
+            for _attempt in range(3):
+                chosen = choose(self.members()) - killed
+                if not chosen:
+                    break
+                for pid in chosen:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                killed |= chosen
+        finally:
+            if freezer is not None:
+                # Killed tasks die only once thawed.
+                with contextlib.suppress(OSError), open(freezer[0], "w") as f:
+                    f.write(freezer[2])
+        return killed
+
+    def _freezer(self) -> tuple[str, str, str] | None:
+        """The file that freezes the group, with its frozen and thawed contents."""
+        v1 = self.paths.get("freezer")
+        if v1 is not None and os.path.exists(os.path.join(v1, "freezer.state")):
+            return os.path.join(v1, "freezer.state"), "FROZEN", "THAWED"
+        v2 = self.paths.get("v2")
+        if v2 is not None and os.path.exists(os.path.join(v2, "cgroup.freeze")):
+            return os.path.join(v2, "cgroup.freeze"), "1", "0"
+        return None
 
     def limit_hits(self) -> dict[str, int]:
         """Counters of limits hit so far: {"memory": n, "pids": n} (what is known)."""

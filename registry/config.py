@@ -10,6 +10,8 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
+from .limits import DEFAULT_LIMITS, Limits
+
 
 def default_shell() -> str:
     """The user's shell: ``$SHELL`` when it exists, else bash, else ``/bin/sh``."""
@@ -67,3 +69,6 @@ class Settings:
     hot_compiling_timeout: float = 15.0
     #: Environment details wait at most this long for hot terminals to cool down.
     cooldown_timeout: float = 5.0
+    #: Every command's limits unless its terminal or run sets its own: only output
+    #: is limited by default (a runaway ``yes`` ends after 1 GiB).
+    limits: Limits = DEFAULT_LIMITS

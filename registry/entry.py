@@ -18,6 +18,7 @@ from .hot import HotTracker
 from .run import TerminalRun
 from .terminals.base import Terminal
 from .unread import RunOutputQueue, UnreadRun
+from .waiting import TerminalState
 
 __all__ = ["TerminalEntry", "normalise_path"]
 
@@ -53,6 +54,13 @@ class TerminalEntry:
         #: Said on the next run's note: why this terminal runs it (a fallback, a
         #: terminal handed over from another task).
         self.notes: list[str] = []
+
+    @property
+    def cooling(self) -> bool:
+        """Busy and hot: a report waits for it to cool down -- unless its command waits
+        for input, and so stays quiet for good."""
+        terminal = self.terminal
+        return terminal.busy and self.hot.is_hot() and not terminal.wait_state.waiting
 
     def claim(self, task_id: str | None) -> None:
         self.claimed = True
@@ -114,11 +122,14 @@ class TerminalEntry:
         if running is not None and task_id is not None and self.task_id not in (task_id, None):
             running = None  # another task's command now: not this report's
         runs = [_reported(unread) for unread in self.unread.take(task_id, peek=peek)]
-        if running is None and not runs:
+        wait = terminal.wait_state if not terminal.closed else None
+        if wait is not None and not (wait.waiting or wait.state is TerminalState.STOPPED_JOB):
+            wait = None
+        if running is None and not runs and wait is None:
             return None
         command_line = running.command_line if running is not None else None
         return ReportedTerminal(
-            terminal.id, self.task_id, terminal.cwd, running is not None, command_line, runs
+            terminal.id, self.task_id, terminal.cwd, running is not None, command_line, runs, wait
         )
 
 

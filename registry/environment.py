@@ -1,8 +1,13 @@
 """Environment details: a markdown rendering of what a task's terminals are doing.
 
 The report an agent puts in front of its model: active terminals (working directory,
-the command they run, output not seen yet), then inactive terminals whose completed
-runs have output not seen yet.  Nothing to report gives empty markdown.
+the command they run, what it waits for, output not seen yet), then inactive
+terminals whose completed runs have output not seen yet (or with a stopped job).
+Nothing to report gives empty markdown.
+
+A terminal that waits says so in one line the model can act on (:func:`describe_wait`):
+"waiting for input: `continue? `", "`less` is open full screen: press q", "a
+background job is stopped on terminal input (`cat`, pid 4242)".
 
 This module only formats.  The registry decides which terminals are covered, waits
 for hot ones to cool down, and takes the snapshots rendered here
@@ -16,8 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .run import RunState
+from .waiting import Certainty, TerminalState, WaitState
 
-__all__ = ["EnvironmentReport", "ReportedRun", "ReportedTerminal", "render_report"]
+__all__ = [
+    "EnvironmentReport",
+    "ReportedRun",
+    "ReportedTerminal",
+    "describe_wait",
+    "render_report",
+]
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,8 @@ class ReportedTerminal:
     active: bool
     command_line: str | None
     runs: list[ReportedRun] = field(default_factory=list)
+    #: What it waits for, when it waits for someone or has a stopped job.
+    wait: WaitState | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,7 @@ def _markdown(active: list[ReportedTerminal], inactive: list[ReportedTerminal]) 
             parts.append(f"## Terminal {terminal.terminal_id} (Active)")
             parts.append(f"### Working Directory: `{terminal.cwd}`")
             parts.append(f"### Original command: `{terminal.command_line}`")
+            _state_line(parts, terminal)
             body = _runs_text(terminal.runs, current=terminal.command_line)
             if body:
                 parts.append("### New Output")
@@ -80,9 +95,42 @@ def _markdown(active: list[ReportedTerminal], inactive: list[ReportedTerminal]) 
         for terminal in inactive:
             parts.append(f"## Terminal {terminal.terminal_id} (Inactive)")
             parts.append(f"### Working Directory: `{terminal.cwd}`")
-            parts.append("### New Output")
-            parts.append(_runs_text(terminal.runs, current=None))
+            _state_line(parts, terminal)
+            if terminal.runs:
+                parts.append("### New Output")
+                parts.append(_runs_text(terminal.runs, current=None))
     return "\n".join(parts) + ("\n" if parts else "")
+
+
+def _state_line(parts: list[str], terminal: ReportedTerminal) -> None:
+    text = describe_wait(terminal.wait) if terminal.wait is not None else None
+    if text:
+        parts.append(f"### State: {text}")
+
+
+def describe_wait(state: WaitState) -> str | None:
+    """One line on what a terminal waits for; None when it waits for nobody."""
+    kind = state.state
+    program = f"`{state.program}`" if state.program else "the program"
+    if kind is TerminalState.FULL_SCREEN:
+        text = f"{program} is open full screen"
+        if state.keys:
+            text += ": press " + " ".join(state.keys)
+    elif kind in (TerminalState.WAITING_FOR_INPUT, TerminalState.WAITING_FOR_PASSWORD):
+        what = "input" if kind is TerminalState.WAITING_FOR_INPUT else "a password"
+        text = f"waiting for {what}"
+        text += f": `{state.prompt}`" if state.prompt and state.prompt.strip() else f" ({program})"
+    elif kind is TerminalState.STOPPED_JOB:
+        where = f" ({program}, pid {state.pid})" if state.pid else f" ({program})"
+        if "reading the terminal" in state.reason:
+            text = "a background job is stopped on terminal input" + where
+        else:
+            text = "a job is stopped" + where
+    else:
+        return None
+    if state.certainty is Certainty.POSSIBLY:
+        text = "possibly " + text
+    return text
 
 
 def _runs_text(runs: list[ReportedRun], current: str | None) -> str:

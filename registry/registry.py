@@ -33,12 +33,14 @@ import os
 import time
 from collections.abc import Mapping
 
+from .awaiting import RunBook, follow
 from .config import Settings
 from .entry import TerminalEntry, normalise_path
 from .environment import EnvironmentReport, render_report
 from .errors import UnknownTerminalError
 from .fallback import integration_in_time
 from .keeper import Keeper
+from .limits import NO_LIMITS, Limits
 from .listeners import Listeners
 from .lookup import PlaceIndex, choose
 from .origin import Origin, Suspect, origin_of
@@ -84,6 +86,7 @@ class TerminalRegistry:
         #: Set (and replaced) when a terminal may have stopped being busy and hot:
         #: what a report waiting for hot terminals to cool down waits on.
         self._cooled = asyncio.Event()
+        self._runs = RunBook()  # recent runs by id, for ``wait`` by run id
 
     # -- observers ----------------------------------------------------------------
 
@@ -114,11 +117,12 @@ class TerminalRegistry:
         shell: str | None = None,
         env: Mapping[str, str] | None = None,
         settings: Settings | None = None,
+        limits: Limits | None = None,
     ) -> Terminal:
         """An idle terminal for ``task_id`` standing in ``cwd``; a new one if none.
 
         A new terminal runs with ``settings`` (the asking client's; default: the
-        registry's) for its whole life.
+        registry's) for its whole life; ``limits`` become the terminal's own.
         """
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {tuple(PROVIDERS)}")
@@ -139,6 +143,8 @@ class TerminalRegistry:
             )
         self._bind(entry, task_id)
         entry.claim(task_id)
+        if limits is not None:
+            entry.terminal.set_limits(limits)
         return entry.terminal
 
     async def _create(
@@ -243,6 +249,7 @@ class TerminalRegistry:
         env: Mapping[str, str] | None = None,
         background: bool = False,
         settings: Settings | None = None,
+        limits: Limits | None = None,
     ) -> TerminalRun:
         """Run a command in a given terminal, or in one acquired as get_or_create does.
 
@@ -257,7 +264,8 @@ class TerminalRegistry:
         and the command runs on a subprocess terminal for the same task and cwd (the
         run's note says so). The command is never written to the shell in that case,
         so it never runs twice.  With ``background`` the run is returned as soon as
-        the command has started.
+        the command has started.  ``limits`` are the run's own, over the terminal's,
+        over the settings'.
         """
         settings = settings or self.settings
         if terminal_id is not None:
@@ -277,22 +285,28 @@ class TerminalRegistry:
                 terminal = await self._substitute(terminal, task, settings, why)
         if timeout is None:
             timeout = settings.command_timeout
-        run = await terminal.start(command, timeout=timeout, env=env)
+        limits = (limits or NO_LIMITS).over(terminal.limits).over(settings.limits)
+        run = await terminal.start(command, timeout=timeout, env=env, limits=limits)
         if background:
             return run
         return await self.wait(run)
 
-    async def wait(self, run: TerminalRun) -> TerminalRun:
-        """Wait for ``run`` to end; the caller then has its whole output (retrieved)."""
-        await run.wait()
-        self.mark_retrieved(run)
+    async def wait(
+        self, run: TerminalRun, *, timeout: float | None = None, yield_on_input: bool = False
+    ) -> TerminalRun:
+        """Until ``run`` ends (its output is then retrieved), its terminal waits for input
+        (``yield_on_input``) or ``timeout`` passes (:func:`~registry.awaiting.follow`)."""
+        entry = self._entries.get(run.terminal_id)
+        terminal = entry.terminal if entry is not None else None
+        await follow(run, terminal, timeout=timeout, yield_on_input=yield_on_input)
+        if run.done:
+            self.mark_retrieved(run)
         return run
 
-    def mark_retrieved(self, run: TerminalRun) -> None:
-        """The caller got this run's whole output with its result: it is not news."""
-        entry = self._entries.get(run.terminal_id) or self._closed_unread.get(run.terminal_id)
-        if entry is not None:
-            entry.unread.mark_retrieved(run)
+    def find_run(self, run_id: int | None = None, terminal_id: int | None = None) -> TerminalRun:
+        """A run by its id (a recent one), or a terminal's current run (else its last)."""
+        terminal = self.get(terminal_id) if terminal_id is not None else None
+        return self._runs.find(run_id, terminal)
 
     async def _substitute(
         self, terminal: ShellTerminal, task_id: str | None, settings: Settings, why: str
@@ -302,6 +316,12 @@ class TerminalRegistry:
         substitute = await self.get_or_create(terminal.cwd, task, "subprocess", settings=settings)
         self.entry(substitute.id).notes.append(f"{why}; ran in subprocess terminal {substitute.id}")
         return substitute
+
+    def mark_retrieved(self, run: TerminalRun) -> None:
+        """The caller got this run's whole output with its result: it is not news."""
+        entry = self._entries.get(run.terminal_id) or self._closed_unread.get(run.terminal_id)
+        if entry is not None:
+            entry.unread.mark_retrieved(run)
 
     # -- releasing and closing ----------------------------------------------------
 
@@ -351,7 +371,7 @@ class TerminalRegistry:
             cooldown_timeout = (settings or self.settings).cooldown_timeout
         covered = self.covered_entries(task_id)
         deadline = time.monotonic() + cooldown_timeout
-        while any(e.terminal.busy and e.hot.is_hot() for e in covered):
+        while any(e.cooling for e in covered):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -414,6 +434,7 @@ class _EntryListener(TerminalListener):
 
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
         self._entry.run_started(run)
+        self._registry._runs.add(run)
         self._registry._listeners.call(lambda listener: listener.on_run_start(terminal, run))
 
     def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:

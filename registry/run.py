@@ -57,6 +57,10 @@ class TerminalRun:
         self.cwd: str | None = None
         #: Why the run ended as it did, when that needs saying (fallbacks, failures).
         self.note: str | None = None
+        #: The resource limit it hit ("memoryMb", "pids", ...; :mod:`registry.limits`).
+        self.limit: str | None = None
+        #: The limits it ran under, by name (``{"outputMb": 1024}``).
+        self.limits: dict[str, float] = {}
         #: The task the terminal was bound to when the run started: its output is
         #: that task's to be reported (set by the registry).
         self.task_id: str | None = None
@@ -179,13 +183,27 @@ class TerminalRun:
         if cwd is not None:
             self.cwd = cwd
         if note is not None:
-            self.note = note
+            self.note = note if self.limit is None else f"{self.note}; {note}"
         self.ended_at = time.time()
         self._ended_mono = time.monotonic()
         if not self._start_settled.done():
             self._start_settled.set_result(None)
         self._done.set_result(self)
         return True
+
+    def hit_limit(self, name: str, why: str) -> None:
+        """It hit the limit ``name``: it fails, and its note says why (first one wins).
+
+        Also once the run has ended (a limit noticed on its last counters): before
+        its end is told to anyone, the terminal's own ``_end_run`` calls this.
+        """
+        if self.limit is not None:
+            return
+        self.limit = name
+        ended = f"{name} limit hit: {why}; its processes were ended"
+        self.note = ended if not self.note else f"{ended}; {self.note}"
+        if self.done:
+            self.state = RunState.FAILED
 
     async def wait(self) -> TerminalRun:
         return await asyncio.shield(self._done)

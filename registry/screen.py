@@ -119,6 +119,11 @@ class ScreenModel:
             elif param == b"2004":
                 self.bracketed_paste = on
 
+    @property
+    def size(self) -> tuple[int, int]:
+        """(cols, rows)."""
+        return (self._cols, self._rows)
+
     def resize(self, cols: int, rows: int) -> None:
         self._cols, self._rows = max(cols, 1), max(rows, 1)
         self._prompt = None

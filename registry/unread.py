@@ -9,13 +9,21 @@ retrievals stays whole, and cleaned for models on the way out.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass
 
 from .output import BoundedBuffer, IncrementalText, compress_terminal_output
 from .run import RunState, TerminalRun
 
-__all__ = ["RunOutputQueue", "UnreadRun"]
+__all__ = ["MAX_UNREAD_RUNS", "RunOutputQueue", "UnreadRun"]
+
+#: Ended runs kept unread per terminal; older ones are dropped (and said to be).
+MAX_UNREAD_RUNS = 16
+#: Raw bytes kept per unread run, at least: unread output is only ever handed out
+#: as text cut to the character limit (50,000), so 8 bytes a character (escape
+#: sequences, overwritten progress bars) is plenty; the run keeps its own output.
+UNREAD_RAW_MIN = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -31,13 +39,15 @@ class UnreadRun:
 
 
 class _Entry:
-    __slots__ = ("decoder", "pending", "run", "taken")
+    __slots__ = ("decoder", "pending", "run", "taken", "trimmed")
 
     def __init__(self, run: TerminalRun, cap: int) -> None:
         self.run = run
         self.pending = BoundedBuffer(cap)
         self.decoder = IncrementalText()
         self.taken = 0
+        #: Unread bytes let go because the terminal held too much unread output.
+        self.trimmed = 0
 
 
 class RunOutputQueue:
@@ -50,24 +60,49 @@ class RunOutputQueue:
         char_limit: int = 50_000,
         compress_progress_bar: bool = True,
     ) -> None:
-        self._cap = cap
+        self._cap = min(cap, max(UNREAD_RAW_MIN, 8 * char_limit))
         self._line_limit = line_limit
         self._char_limit = char_limit
         self._compress = compress_progress_bar
         self._entries: deque[_Entry] = deque()
+        #: Unread runs dropped whole (past MAX_UNREAD_RUNS), not yet said.
+        self._dropped_runs = 0
+        self._held = 0
 
     def run_started(self, run: TerminalRun) -> None:
         self._entries.append(_Entry(run, self._cap))
+        ended = [e for e in self._entries if e.run.done]
+        while len(ended) > MAX_UNREAD_RUNS:
+            # Nobody is reading this terminal: the oldest news goes first.
+            oldest = ended.pop(0)
+            self._entries.remove(oldest)
+            self._dropped_runs += 1
 
     def output(self, run: TerminalRun, data: bytes) -> None:
         # The newest entry is almost always the one: check it before searching.
         if self._entries and self._entries[-1].run is run:
             self._entries[-1].pending.append(data)
-            return
-        for entry in self._entries:
-            if entry.run is run:
-                entry.pending.append(data)
-                return
+        else:
+            for entry in self._entries:
+                if entry.run is run:
+                    entry.pending.append(data)
+                    break
+        self._held += len(data)
+        if self._held > 3 * self._cap:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Hold at most about three times one run's cap unread in all (one run alone
+        holds up to about twice): the oldest runs' unread output goes first."""
+        self._held = sum(e.pending.held for e in self._entries)
+        for entry in list(self._entries)[:-1]:
+            if self._held <= 3 * self._cap:
+                break
+            held = entry.pending.held
+            if held:
+                entry.trimmed += entry.pending.total - entry.pending.dropped
+                entry.pending.clear()
+                self._held -= held
 
     def run_ended(self, run: TerminalRun) -> None:
         for entry in self._entries:
@@ -113,6 +148,9 @@ class RunOutputQueue:
                 continue
             ended = run.done
             data = entry.pending.getvalue()
+            if entry.trimmed and not peek:
+                data = _trimmed_notice(entry.trimmed) + data
+                entry.trimmed = 0
             if not ended:
                 cut = data.rfind(b"\n") + 1
                 rest, data = data[cut:], data[:cut]
@@ -141,4 +179,19 @@ class RunOutputQueue:
                         ).rstrip("\n"),
                     )
                 )
+        if self._dropped_runs and taken and not peek and run_id is None:
+            # Said once, on the first run handed out next.
+            count, self._dropped_runs = self._dropped_runs, 0
+            notice = (
+                f"[the output of {count} earlier run(s) was not kept: a terminal keeps "
+                f"at most {MAX_UNREAD_RUNS} unread runs]"
+            )
+            taken[0] = dataclasses.replace(taken[0], text=f"{notice}\n{taken[0].text}")
         return taken
+
+
+def _trimmed_notice(count: int) -> bytes:
+    return (
+        f"[{count} bytes of this run's output were not kept: the terminal held too "
+        "much unread output]\n"
+    ).encode()

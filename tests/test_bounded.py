@@ -71,12 +71,78 @@ async def test_output_a_client_missed_is_reported_once_it_reads(
         {"terminalId": terminal["id"], "command": f"{sys.executable} -c \"print('x' * 8000000)\""},
     )
     await driver.call("terminal/run", {"terminalId": terminal["id"], "command": "echo after"})
+    # Reading again, it is told what it missed (even though nothing more is printed)
+    # and repaints from the replay, which has the end.
     missed = 0
-    while True:
+    while not missed:
         params = await slow.notification("terminal/didWrite", terminalId=terminal["id"])
         slow.notifications.clear()
         missed += params.get("missed", 0)
-        if "after" in params["data"]:
-            break
-    assert missed > 0
+    replay = await slow.call("terminal/replay", {"terminalId": terminal["id"]})
+    assert "after" in replay["data"]
     assert isinstance(await slow.call("terminal/list", {}), list)
+
+
+async def test_a_terminal_nobody_reads_holds_bounded_unread_and_replay_output(
+    tmp_path: Path,
+) -> None:
+    """40 runs of 200 kB each, never retrieved, in a terminal that keeps 64 KiB per run
+    and 32 KiB of replay: what it holds stays within a few caps, not 8 MB; and the
+    reader is told what was let go."""
+    from registry.config import Settings
+    from registry.registry import TerminalRegistry
+    from registry.unread import MAX_UNREAD_RUNS
+
+    cap, replay_cap = 64 * 1024, 32 * 1024
+    registry = TerminalRegistry(Settings(run_output_cap=cap, replay_cap=replay_cap))
+    try:
+        command = "head -c 200000 /dev/zero | tr '\\0' x"
+        for _ in range(40):
+            run = await registry.run(
+                command, cwd=str(tmp_path), task_id="t", provider="subprocess", background=True
+            )
+            await run.wait()
+            assert run.output_bytes == 200_000
+        entry = registry.entry(run.terminal_id)
+        queue = entry.unread
+        assert len(queue._entries) <= MAX_UNREAD_RUNS + 1
+        held = sum(e.pending.held for e in queue._entries)
+        assert held <= 3 * cap + len(queue._entries) * 64 * 1024
+        assert entry.terminal._replay.held <= 2 * replay_cap + 64 * 1024
+        text = registry.unretrieved_output(run.terminal_id)
+        assert "earlier run(s) was not kept" in text
+        assert text.count("xxxx") >= 1
+    finally:
+        await registry.close()
+
+
+async def test_an_answer_waits_behind_little_output_for_a_client_that_fell_behind(
+    tmp_path: Path,
+) -> None:
+    """A client that has not read while a terminal printed 20 MB asks something: its
+    answer comes after at most a few hundred KiB of held output (the rest is held
+    back and reported as ``missed``), not after megabytes."""
+    directory = tmp_path / "run"
+    directory.mkdir(mode=0o700)
+    path = directory / "s.sock"
+    server = await serve_socket(path)
+    try:
+        slow = await connect_socket(str(path))
+        await slow.initialize()
+        driver = await connect_socket(str(path))
+        await driver.initialize()
+        await driver.call(
+            "terminal/run",
+            {"command": "head -c 20000000 /dev/zero | tr '\\0' y", "cwd": str(tmp_path)},
+        )
+        msg_id = slow.request("terminal/list", {})
+        before = 0
+        while True:
+            message = await slow._next()
+            if message.get("id") == msg_id:
+                break
+            before += len(json.dumps(message))
+        assert before < 1024 * 1024
+    finally:
+        server.terminate()
+        await server.wait()

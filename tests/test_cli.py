@@ -17,8 +17,16 @@ CLI = [sys.executable, "-m", "protocol.cli"]
 def cli(
     *args: str, env: dict[str, str] | None = None, cwd: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    # stdin is not a terminal (a CLI run that meets a question exits instead of
+    # forwarding keys), whatever pytest was started from.
     return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
+        [*CLI, *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=cwd,
     )
 
 

@@ -63,11 +63,29 @@ def test_notifications_match_the_extensions_notification_map() -> None:
     assert re.findall(r"'([^']+)'", listed.group(1)) == list(methods.NOTIFICATIONS)
 
 
+def _nested(cls: type) -> set[type]:
+    """The attrs classes ``cls`` holds in its fields (``waitingFor``), recursively."""
+    found: set[type] = set()
+    for hint in typing.get_type_hints(cls).values():
+        for arg in (hint, *typing.get_args(hint)):
+            if isinstance(arg, type) and attrs.has(arg) and arg not in found:
+                found |= {arg, *_nested(arg)}
+    return found
+
+
 def test_every_wire_type_has_the_same_fields_in_both_languages() -> None:
     types = {p for p, _ in wire.REQUESTS.values()} | set(wire.NOTIFICATIONS.values())
     types |= {r for _, r in wire.REQUESTS.values() if r is not None and attrs.has(r)}
+    types |= {n for cls in types for n in _nested(cls)}
+    assert wire.WaitingFor in types
     for cls in types:
         assert _fields(cls) == _ts_fields(_ts_type_name(cls)), cls.__name__
+
+
+def test_nested_wire_types_have_the_same_fields_in_both_languages() -> None:
+    assert _fields(wire.Limits) == _ts_fields("Limits")
+    limit_names = set(re.findall(r"'(\w+)'", TS.split("type LimitName =")[1].split(";")[0]))
+    assert limit_names == _fields(wire.Limits)
 
 
 def test_error_codes_match_the_extensions_error_codes() -> None:

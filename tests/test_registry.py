@@ -342,6 +342,8 @@ async def test_environment_details_active_terminal(tmp_path: Path) -> None:
             "# Actively Running Terminals\n## Terminal 1 (Active)\n"
             f"### Working Directory: `{tmp_path}`\n"
             "### Original command: `echo serving; read x`\n"
+            # read prints no prompt: the question is the line above the cursor.
+            "### State: waiting for input: `serving`\n"
             "### New Output\nserving\n"
         )
         assert terminal.command_line == "echo serving; read x"
@@ -359,14 +361,17 @@ async def test_environment_details_wakes_when_the_terminal_cools(tmp_path: Path)
     reg = TerminalRegistry(settings(hot_timeout=0.3))
     try:
         printed = _event_when(reg, lambda seen: b"serving" in seen)
-        run = await reg.run("echo serving; read x", cwd=str(tmp_path), task_id="t", background=True)
+        # Quiet but not waiting for input (a waiting terminal is not waited for).
+        run = await reg.run(
+            "echo serving; sleep 60", cwd=str(tmp_path), task_id="t", background=True
+        )
         await asyncio.wait_for(printed.wait(), 10)
         assert reg.is_hot(reg.list("t")[0].id)
         report = await asyncio.wait_for(reg.environment_details("t", cooldown_timeout=60), 20)
         (terminal,) = report.active
         assert terminal.runs[0].output == "serving"
         assert not run.done
-        await reg.get(terminal.terminal_id).write("\r")
+        await reg.get(terminal.terminal_id).kill()
         await run.wait()
     finally:
         await reg.close()

@@ -51,11 +51,13 @@ async def test_a_client_inside_a_terminal_acts_for_its_task_only(
         methods.RUN,
         {"command": "for i in $(seq 30); do echo tick; sleep 0.1; done", "terminalId": alpha},
     )
-    probe = f"{sys.executable} {PROBE} {socket_path} {alpha} alpha {ROOT}"
+    probe = f"{sys.executable} {PROBE} {socket_path} {alpha} alpha {ROOT} {secret['runId']}"
     result = await outside.call(methods.RUN, {"command": probe, "terminalId": beta})
     assert result["exitCode"] == 0, result["output"]
     got = _probe_result(result["output"])
-    for attempt in ("replay", "write", "run_other_terminal"):
+    assert f"run {secret['runId']} is not this connection's" in got["wait_other_run"]["error"]
+    assert "secret-alpha" not in json.dumps(got["wait_other_run"])
+    for attempt in ("replay", "write", "run_other_terminal", "keys_other"):
         assert "error" in got[attempt], (attempt, got[attempt])
         assert f"terminal {alpha} is not this connection's" in got[attempt]["error"]
         assert f"inside terminal {beta}" in got[attempt]["error"]

@@ -17,7 +17,7 @@ import abc
 import asyncio
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Self
 
@@ -25,10 +25,13 @@ import psutil
 
 from ..config import Settings
 from ..errors import InvalidCwdError, TerminalBusyError, TerminalClosedError
+from ..keys import key_bytes
+from ..limits import NO_LIMITS, Limits, RunLimits, enforcement
 from ..listeners import Listeners
 from ..output import BoundedBuffer
-from ..processes import wait_gone
+from ..processes import started_since, wait_gone
 from ..run import RunState, TerminalRun
+from ..waiting import TerminalState, WaitState
 from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement
 
 __all__ = [
@@ -96,6 +99,11 @@ class Terminal(abc.ABC):
         #: Why the current run is being ended on purpose, once someone asked.
         self._ending_state: RunState | None = None
         self._closed_event = asyncio.Event()
+        #: Its own limits: every command it runs gets them unless the run sets its own.
+        self.limits: Limits = NO_LIMITS
+        self._run_limits: RunLimits | None = None
+        self._limits_by: dict[str, str] | None = None
+        self._limit_tasks: set[asyncio.Task[None]] = set()
 
     @classmethod
     @abc.abstractmethod
@@ -134,6 +142,25 @@ class Terminal(abc.ABC):
         return self.current_run is not None
 
     @property
+    def wait_state(self) -> WaitState:
+        """What it is doing: ``running`` or ``idle`` here; a terminal that can see its
+        programs (a shell in a PTY) also tells waiting for input, a password or a key
+        in a full-screen program, and a stopped job (:mod:`registry.waiting`)."""
+        return WaitState(TerminalState.RUNNING if self.busy else TerminalState.IDLE)
+
+    def waiting_now(self) -> WaitState | None:
+        """The command waits for input, and a look made since our last write says so;
+        None otherwise (and always where it cannot be told)."""
+        return None
+
+    async def until_waiting(self) -> WaitState:
+        """Return once :meth:`waiting_now` has a state; cancel to stop waiting.
+
+        Where it cannot be told, never returns: the run's end is what to await."""
+        never: asyncio.Future[WaitState] = asyncio.get_running_loop().create_future()
+        return await never
+
+    @property
     def last_command(self) -> str | None:
         run = self.current_run or self.last_run
         return run.command_line if run else None
@@ -162,6 +189,13 @@ class Terminal(abc.ABC):
     @abc.abstractmethod
     def integration(self) -> IntegrationState: ...
 
+    @property
+    def limits_by(self) -> dict[str, str]:
+        """How each limit is enforced here: "cgroup", "rlimit", "server" or "none"."""
+        if self._limits_by is None:  # its placement never changes: looked up once
+            self._limits_by = enforcement(self._placement.cgroup)
+        return dict(self._limits_by)
+
     # -- commands -----------------------------------------------------------------
 
     async def run(
@@ -169,9 +203,11 @@ class Terminal(abc.ABC):
         command: str,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> TerminalRun:
         """Run ``command`` and return its run once it has ended."""
-        run = await self.start(command, timeout=timeout, env=env)
+        run = await self.start(command, timeout=timeout, env=env, limits=limits)
         return await run.wait()
 
     @abc.abstractmethod
@@ -180,12 +216,22 @@ class Terminal(abc.ABC):
         command: str,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> TerminalRun:
-        """Submit ``command``; return its run as soon as it has started."""
+        """Submit ``command``; return its run as soon as it has started.
+
+        ``limits`` are the run's own, over the terminal's (:attr:`limits`).
+        """
 
     @abc.abstractmethod
     async def write(self, data: str | bytes) -> None:
         """Raw input to the terminal (answers a prompt, or types at the shell)."""
+
+    async def send_keys(self, keys: Sequence[str]) -> None:
+        """Named keys (``["Escape", ":q!", "Enter"]``, ``["C-c"]``: :mod:`registry.keys`)
+        as input; an unknown key raises before anything is sent."""
+        await self.write(key_bytes(keys))
 
     @abc.abstractmethod
     def resize(self, cols: int, rows: int) -> None: ...
@@ -236,6 +282,8 @@ class Terminal(abc.ABC):
     def _output(self, data: bytes, run: TerminalRun | None) -> None:
         """Output arrived: into the replay buffer, then to the listeners."""
         self._replay.append(data)
+        if run is not None and self._run_limits is not None and run is self.current_run:
+            self._run_limits.output(len(data))
         self._listeners.call(lambda listener: listener.on_output(self, data, run))
 
     def _changed(self) -> None:
@@ -252,6 +300,11 @@ class Terminal(abc.ABC):
         self._changed()
 
     def _end_run(self, run: TerminalRun) -> None:
+        if self.current_run is run and self._run_limits is not None:
+            # A limit hit at the very end (the OOM killer ended the command) is
+            # noticed here, before anyone hears how the run ended.
+            guard, self._run_limits = self._run_limits, None
+            guard.finish(run.exit_code)
         if self.current_run is run:
             self.current_run = None
             self._ending_state = None
@@ -265,6 +318,68 @@ class Terminal(abc.ABC):
         self._closed = True
         self._closed_event.set()
         self._listeners.call(lambda listener: listener.on_close(self))
+
+    # -- limits -------------------------------------------------------------------
+
+    def set_limits(self, limits: Limits) -> None:
+        """Its own limits from now on; the cgroup's memory and pids limits follow at
+        once (so they bound typed commands too), unless a run has its own in force."""
+        self.limits = limits
+        group = self._placement.cgroup
+        if group is not None and self._run_limits is None:
+            standing = limits.effective()
+            group.set_limits(
+                memory_bytes=standing.memory_mb * 2**20 if standing.memory_mb else None,
+                pids=standing.pids,
+            )
+
+    def _watch_limits(
+        self, run: TerminalRun, limits: Limits | None, *, shell_pid: int | None = None
+    ) -> RunLimits | None:
+        """Apply and watch the run's limits (its own over the terminal's), if any.
+
+        Providers call it as the run begins; ``shell_pid``: a shell whose next
+        child is the command takes the rlimits the cgroup cannot enforce.
+        """
+        effective = (limits or NO_LIMITS).over(self.limits).effective()
+        if effective == NO_LIMITS:
+            return None
+        guard = RunLimits(
+            effective,
+            self._placement.cgroup,
+            lambda name, why: self._limit_breached(run, name, why),
+            standing=self.limits,
+            shell_pid=shell_pid,
+        )
+        self._run_limits = guard
+        run.limits = effective.set()
+        guard.start()
+        return guard
+
+    def _limit_breached(self, run: TerminalRun, name: str, why: str) -> None:
+        run.hit_limit(name, why)
+        if run.done or self.current_run is not run:
+            return
+        self._end_as(RunState.FAILED)
+        task = asyncio.ensure_future(self._end_for_limit(run))
+        self._limit_tasks.add(task)
+        task.add_done_callback(self._limit_tasks.discard)
+
+    async def _end_for_limit(self, run: TerminalRun) -> None:
+        """End the run's processes at once (SIGKILL): it broke a limit."""
+        await self.kill()
+
+    def _kill_run_group(self, run: TerminalRun, keep: set[int]) -> set[int]:
+        """SIGKILL what joined the terminal's cgroup since ``run`` started, but
+        ``keep``; the group frozen meanwhile.  Returns what was killed."""
+        group = self._placement.cgroup
+        if group is None:
+            return set()
+
+        def since_run(members: set[int]) -> set[int]:
+            return {p.pid for p in started_since(members - keep, run.started_boot)}
+
+        return group.kill_where(since_run)
 
     # -- ending runs on purpose ---------------------------------------------------
 

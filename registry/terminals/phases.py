@@ -70,6 +70,10 @@ class Submission(enum.Enum):
     TYPING_LINES = "typing-lines"
 
 
+#: The phases in which a command is running (submitted, or printing output).
+_COMMAND_PHASES = frozenset({Phase.SUBMITTED, Phase.OUTPUT})
+
+
 class PhaseMachine(Terminal):
     """A shell terminal as its output and markers describe it; writing is the
     subclass's (:meth:`_write`)."""
@@ -81,12 +85,15 @@ class PhaseMachine(Terminal):
         self._settings = settings
         self._parser = MarkerParser(nonce)
         self._integrated = nonce is not None
-        self._phase = Phase.STARTING
+        self._phase_now = Phase.STARTING
         self._submission = Submission.IDLE
         #: Strategy none: the run in progress, whose end heuristic.py will guess.
         self._guess: GuessedRun | None = None
         self._integration = IntegrationState.PENDING
         self._integration_seen = False
+        #: Why the shell's integration was lost during a run (its hooks were removed,
+        #: another shell exec'd); from then on its markers are not believed.
+        self._integration_lost: str | None = None
         #: The line editor may still hold the last line (see _complete_rich_run).
         self._line_may_hold_text = False
         self._bracketed_paste = False
@@ -109,6 +116,49 @@ class PhaseMachine(Terminal):
     @property
     def phase(self) -> Phase:
         return self._phase
+
+    @property
+    def _phase(self) -> Phase:
+        return self._phase_now
+
+    @_phase.setter
+    def _phase(self, phase: Phase) -> None:
+        # Every move goes through here, so a change of "a command is running" is
+        # never missed (the wait-state watcher looks when it happens).
+        was = self._phase_now in _COMMAND_PHASES
+        self._phase_now = phase
+        if was != (phase in _COMMAND_PHASES):
+            self._command_running_changed()
+
+    def _command_running(self) -> bool:
+        """A command line was written and its end has not been reported: the shell
+        reading the terminal now is ``read``, not its prompt."""
+        return self._phase_now in _COMMAND_PHASES
+
+    def _command_running_changed(self) -> None:
+        """Hook: :meth:`_command_running` changed."""
+
+    def _command_output_starts(self) -> None:
+        """Hook: a command's own output starts here (after its C marker)."""
+
+    def _integration_lost_during_run(self, why: str) -> None:
+        """The shell is back at a prompt of its own without its markers: end the run
+        with an unknown exit code and a note; later runs go without (strategy none)."""
+        self._integration_lost = why
+        self._integration = IntegrationState.NONE
+        run = self.current_run
+        if run is not None:
+            # Its last line is the shell's prompt, not the command's output.
+            output = run.output
+            cut = output.rfind(b"\n") + 1
+            if cut < len(output):
+                run.replace_output(output[:cut])
+        self._phase = Phase.PROMPT
+        self._prompt_event.set()
+        note = f"shell integration was lost: {why}; the exit code is unknown, and later "
+        note += "commands in this terminal run without integration (strategy none)"
+        self._finish_current(self._ending_or(RunState.COMPLETED), note=note)
+        self._changed()
 
     @property
     def integration(self) -> IntegrationState:
@@ -201,13 +251,21 @@ class PhaseMachine(Terminal):
                     # Strategy none: whether it came with the prompt is known later.
                     self._guess.cwd_reported(cwd, len(self._since_submission))
             return
-        if not marker.verified:
+        if not marker.verified or self._integration_lost is not None:
             return
         handler = self._MARKER_HANDLERS.get(marker.code)
         if handler is not None:
             handler(self, marker)
 
     def _on_prompt_end(self, marker: Marker) -> None:  # B
+        if self._phase is Phase.OUTPUT and self._guess is None and self.current_run is not None:
+            # Our prompt, while a command was running and no end was reported: its
+            # prompt hooks are gone (PROMPT_COMMAND replaced, precmd_functions=()).
+            self._integration_lost_during_run(
+                "the shell showed its prompt without reporting the command's end (its "
+                "prompt hooks were changed: PROMPT_COMMAND, precmd_functions)"
+            )
+            return
         if self._integration is not IntegrationState.RICH and self._phase in (
             Phase.STARTING,
             Phase.PROMPT,
@@ -233,6 +291,7 @@ class PhaseMachine(Terminal):
         phase = self._phase
         if phase in (Phase.SUBMITTED, Phase.ENDED, Phase.AWAITING_PROMPT) and run is not None:
             self._phase = Phase.OUTPUT
+            self._command_output_starts()
             run.mark_started()
         elif phase is Phase.PROMPT and run is None and self._submission is Submission.IDLE:
             # Typed into the terminal through write(): it is a run all the same, and
@@ -244,6 +303,7 @@ class PhaseMachine(Terminal):
                 typed=True,
             )
             self._phase = Phase.OUTPUT
+            self._command_output_starts()
             self._prompt_event.clear()
             run.mark_started()
             self._begin_run(run)

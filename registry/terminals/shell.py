@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
+from ..limits import Limits
 from ..run import RunState, TerminalRun
 from ..shell import prepare_launch, write_private
 from ..shell.syntax import LONG_COMMAND_BYTES, source_line, with_exports
@@ -105,11 +106,15 @@ class ShellTerminal(ShellProcess):
         command: str,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> TerminalRun:
         self._check_can_start()
         self._submission = Submission.CLAIMED
         try:
-            strategy = await self.ready()
+            await self.ready()
+            # Its integration may have been lost since (a run found its hooks gone).
+            strategy = self._integration
             await self._wait_for_prompt()
             if self._closed:
                 raise TerminalClosedError(f"terminal {self.id} is closed")
@@ -118,6 +123,7 @@ class ShellTerminal(ShellProcess):
                 command = with_exports(env, command)
             run = TerminalRun(self.id, command, self._settings.run_output_cap)
             self._begin_run(run)
+            self._watch_limits(run, limits, shell_pid=self._pty.pid)
         finally:
             self._submission = Submission.IDLE
         timeout = timeout if timeout is not None else self._settings.command_timeout
@@ -167,6 +173,7 @@ class ShellTerminal(ShellProcess):
         return self._phase is Phase.PROMPT
 
     def _submit_rich(self, run: TerminalRun, command: str) -> None:
+        self._waits.remember_prompt()
         self._since_submission.clear()
         self._prompt_event.clear()
         self._phase = Phase.SUBMITTED
@@ -233,6 +240,7 @@ class ShellTerminal(ShellProcess):
         self._since_submission.clear()
         self._guess = guess
         self._phase = Phase.SUBMITTED
+        self._waits.echo_follows()
         self._write(guess.command.encode("utf-8", "surrogateescape") + b"\r")
 
     def _screen_since_submission(self) -> bytes:

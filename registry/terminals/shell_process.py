@@ -13,7 +13,14 @@ adds starting it and submitting commands):
   process groups, what joined the terminal's cgroup since it started);
 * closing: SIGHUP to the shell, its tree and every process carrying the terminal's
   tag, then SIGTERM, then SIGKILL; then the cgroup; then the shell is reaped and its
-  run ended.
+  run ended;
+* its wait-state (:class:`~registry.terminals.waits.WaitTracking`): told every
+  chunk of output, every write of ours and every start and end of a command, it
+  says whether the command waits for input; a change is announced like any other.
+  When the one reading is the shell itself, at its line editor, during a run, and
+  either another program was exec'd in its place or the cursor row is the prompt it
+  showed before the command, the shell is back at its prompt without its markers:
+  the run ends with the integration lost (its hooks were removed, ``exec bash``).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import psutil
@@ -40,11 +47,16 @@ from ..processes import (
 )
 from ..run import RunState, TerminalRun
 from ..shell import ShellLaunch
+from ..waiting import TerminalState, WaitState
 from .children import TERMINAL_TAG_VARIABLE
 from .phases import Phase, PhaseMachine
 from .pty import AsyncPty
+from .waits import WaitTracking
 
 __all__ = ["ShellProcess"]
+
+_RUNNING = WaitState(TerminalState.RUNNING)
+_IDLE = WaitState(TerminalState.IDLE)
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +81,17 @@ class ShellProcess(PhaseMachine):
         self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Task[object]] = set()
         self._finalizing: asyncio.Task[None] | None = None
+        self._waits = WaitTracking(
+            pty.fd,
+            pty.pid,
+            (settings.cols, settings.rows),
+            self._command_running,
+            self._wait_changed,
+        )
+        #: The wait-state last announced (through _changed), to announce changes only.
+        self._announced = self._wait_key()
+        #: The shell's command line as it started: another one means an exec.
+        self._cmdline = _cmdline(pty.pid)
 
     # -- reported state -----------------------------------------------------------
 
@@ -101,6 +124,72 @@ class ShellProcess(PhaseMachine):
         rows, cols = self._pty.getwinsize()
         return (cols, rows)
 
+    # -- the wait-state --------------------------------------------------------------
+
+    @property
+    def wait_state(self) -> WaitState:
+        state = self._waits.state
+        # A waiting verdict counts while a command runs: once the run has ended, one
+        # not yet looked at again is stale (the answer ended the command).
+        if state.state is TerminalState.STOPPED_JOB or (state.waiting and self._command_running()):
+            return state
+        return _RUNNING if self.busy else _IDLE
+
+    def waiting_now(self) -> WaitState | None:
+        return self._waits.fresh() if self._command_running() else None
+
+    async def until_waiting(self) -> WaitState:
+        return await self._waits.until_waiting()
+
+    async def send_keys(self, keys: Sequence[str]) -> None:
+        data = self._waits.key_bytes(keys)  # raises on an unknown key, sending nothing
+        await self.write(data)
+
+    def _wait_key(self) -> tuple[object, ...]:
+        state = self.wait_state
+        return (state.state, state.certainty, state.program, state.prompt, state.keys)
+
+    def _wait_changed(self, state: WaitState) -> None:
+        if (
+            state.waiting
+            and state.pid == self._pty.pid
+            and self._phase is Phase.OUTPUT
+            and self._guess is None
+            and self.current_run is not None
+            and self._waits.line_editor_reads()
+        ):
+            why = self._shell_took_over(state)
+            if why is not None:
+                self._integration_lost_during_run(why)
+                return
+        if self._wait_key() != self._announced:
+            self._changed()
+
+    def _shell_took_over(self, state: WaitState) -> str | None:
+        """Why the shell reading its line editor during a run is at a prompt of its
+        own (None: it is not, as far as can be told: ``read -e``, fish's ``read``)."""
+        now = _cmdline(self._pty.pid)
+        if self._cmdline is not None and now is not None and now != self._cmdline:
+            shown = now.replace("\0", " ").strip()
+            return f"another program replaced the shell (exec {shown})"
+        if state.prompt and state.prompt == self._waits.shell_prompt():
+            return "the shell is back at its prompt without reporting the command's end"
+        return None
+
+    def _changed(self) -> None:
+        self._announced = self._wait_key()
+        super()._changed()
+
+    def _command_running_changed(self) -> None:
+        self._waits.command_changed()
+
+    def _command_output_starts(self) -> None:
+        self._waits.command_started()
+
+    def _output(self, data: bytes, run: TerminalRun | None) -> None:
+        self._waits.output(data)
+        super()._output(data, run)
+
     def _spawn_task(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -109,6 +198,7 @@ class ShellProcess(PhaseMachine):
 
     def _write(self, data: bytes) -> None:
         self._pty.write(data)
+        self._waits.wrote()
 
     def _interrupt_command(self) -> bool:
         if not foreground_processes(self._pty.fd, self._pty.pid):
@@ -210,6 +300,21 @@ class ShellProcess(PhaseMachine):
         self._write(b"\x03")
         return False
 
+    async def _end_for_limit(self, run: TerminalRun) -> None:
+        """It broke a limit: SIGKILL its processes at once (a fork bomb or a memory
+        hog gets no grace), the shell kept; then the usual interrupt if the shell
+        itself runs it (a builtin loop) and does not come back."""
+        shell = self._pty.pid
+        killed = self._kill_run_group(run, {shell})
+        procs = [p for p in foreground_processes(self._pty.fd, shell) if p.pid not in killed]
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(run.wait(), self._settings.kill_grace)
+        if not run.done:
+            await self._interrupt(run, RunState.FAILED)
+
     async def kill(self) -> None:
         run = self.current_run
         if run is not None:
@@ -220,6 +325,7 @@ class ShellProcess(PhaseMachine):
             raise ValueError(f"terminal size must be positive, got {cols}x{rows}")
         if not self._closed and not self._pty.closed:
             self._pty.setwinsize(rows, cols)
+            self._waits.resize(cols, rows)
             self._changed()
 
     def _on_eof(self) -> None:
@@ -236,6 +342,9 @@ class ShellProcess(PhaseMachine):
             # Its PTY is closed, so it is on its way out; give it time to finish
             # (under load that can take a while) before the PTY's close forces it.
             await wait_gone([psutil.Process(self._pty.pid)], max(5.0, self._settings.kill_grace))
+        # The watcher reads the master fd: it stops before the fd is closed (and its
+        # number perhaps reused).
+        self._waits.close()
         self._pty.close()
         status, signum = self._pty.exit_status, self._pty.exit_signal
         leftovers = tagged_processes(TERMINAL_TAG_VARIABLE, self._tag)
@@ -262,3 +371,12 @@ class ShellProcess(PhaseMachine):
         await asyncio.shield(self._finalizing)
         for task in list(self._tasks):
             task.cancel()
+
+
+def _cmdline(pid: int) -> str | None:
+    """A process's argv as the kernel shows it (NUL-separated); None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None

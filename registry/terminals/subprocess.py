@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 from ..config import Settings
 from ..errors import SpawnError, TerminalClosedError
+from ..limits import Limits, rlimit_preexec
 from ..processes import end_processes, process_tree, tagged_processes
 from ..run import RunState, TerminalRun
 from ..shell import write_private
@@ -151,6 +152,8 @@ class SubprocessTerminal(Terminal):
         command: str,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> TerminalRun:
         self._check_can_start()
         run = TerminalRun(self.id, command, self._settings.run_output_cap, separate_streams=True)
@@ -164,6 +167,15 @@ class SubprocessTerminal(Terminal):
             write_private(f"{state_file}.command", command)
             run.add_done_callback(lambda: _remove(f"{state_file}.command"))
         self._begin_run(run)
+        guard = self._watch_limits(run, limits)
+        placed = self._placement.preexec()
+        limited = rlimit_preexec(guard.limits, self._placement.cgroup) if guard else None
+
+        def preexec() -> None:
+            placed()
+            if limited is not None:
+                limited()
+
         loop = asyncio.get_running_loop()
         spawn = asyncio.ensure_future(
             loop.subprocess_exec(
@@ -180,7 +192,7 @@ class SubprocessTerminal(Terminal):
                 cwd=self._cwd,
                 env=run_env,
                 start_new_session=True,
-                preexec_fn=self._placement.preexec(),
+                preexec_fn=preexec,
             )
         )
         cancelled = False
@@ -301,6 +313,19 @@ class SubprocessTerminal(Terminal):
         await end_processes(procs, self._settings.kill_grace)
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
+
+    async def _end_for_limit(self, run: TerminalRun) -> None:
+        """It broke a limit: SIGKILL at once, its tree, group and what joined the
+        terminal's cgroup since it started; the supervisor then ends the run."""
+        transport = self._transport
+        if transport is None:
+            return
+        pid = transport.get_pid()
+        self._kill_run_group(run, set())
+        procs = process_tree(pid, RUN_TAG_VARIABLE, f"{self._tag}.{run.id}")
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        await end_processes(procs, 0.0, signals=())
 
     async def write(self, data: str | bytes) -> None:
         raise TerminalClosedError(

@@ -201,14 +201,24 @@ class WaitWatcher:
         if self._closed:
             return
         now = self._clock()
-        if self._command_running() and self._state.state in (
+        running = self._command_running()
+        if running and self._state.state is not TerminalState.RUNNING:
+            # A command line was submitted: running until a look says otherwise.  A
+            # waiting verdict is the last command's, not this one's: were it kept, the
+            # same question asked again would never be told (an equal state is news to
+            # no one).
+            self._set(Decision(TerminalState.RUNNING, reason="a command started"), now)
+        elif not running and self._state.state not in (
             TerminalState.IDLE,
             TerminalState.STOPPED_JOB,
         ):
-            # A command line was submitted: running until a look says otherwise.
-            self._set(Decision(TerminalState.RUNNING, reason="a command started"), now)
+            # The command ended: whatever it waited for is over (a look soon says whether
+            # a job is left stopped).
+            self._set(Decision(TerminalState.IDLE, reason="the command ended"), now)
         self._backoff = 0
-        self._arm(now)
+        # Look as soon as the quiet rule lets a look decide anything (a look any sooner
+        # would only re-arm itself: one timer per command instead of three).
+        self._arm(max(now, self._activity + self._rules.quiet))
 
     def check_now(self) -> WaitState:
         """Look now, whatever the timers say; return the (possibly new) state."""

@@ -25,6 +25,7 @@ import {
   RunParams,
   RunResult,
   Terminal,
+  WaitParams,
 } from './protocol';
 
 /** What vscode-jsonrpc and VS Code accept as a cancellation token. */
@@ -200,6 +201,19 @@ export class TerminalRegistryClient implements Disposable {
   run(command: string, options: RunOptions = {}, token?: CancellationTokenLike): Promise<RunResult> {
     const params: RunParams = definedOnly({ command, ...options });
     return this.request('terminal/run', params, token);
+  }
+
+  /**
+   * Until the run ends (by `runId`, or a terminal's current run), or it waits for input
+   * (unless `yieldOnInput` is false: `waitingFor` set), or `timeoutMs` passed (`state: "running"`).
+   */
+  wait(params: WaitParams, token?: CancellationTokenLike): Promise<RunResult> {
+    return this.request('terminal/wait', definedOnly(params), token);
+  }
+
+  /** Named keys: `["q"]`, `["C-c"]`, `["Escape", ":q!", "Enter"]`; arrows follow the cursor-key mode. */
+  async sendKeys(terminalId: number, keys: string[]): Promise<void> {
+    await this.request('terminal/sendKeys', { terminalId, keys });
   }
 
   /** Raw input as typed: `"yes\r"` answers a prompt, `"\u0003"` is Ctrl-C. */

@@ -32,6 +32,9 @@ export interface MirrorOptions {
   maxBytes?: number;
 }
 
+/** Clear the screen and the scrollback, cursor home: before a repaint. */
+export const REPAINT = '\x1b[H\x1b[2J\x1b[3J';
+
 /** A notice in the mirror's own voice, on a line of its own, dimmed. */
 export function notice(text: string): string {
   return `\r\n\x1b[2m[terminal-registry] ${text}\x1b[0m\r\n`;
@@ -61,8 +64,12 @@ export class TerminalMirror implements Disposable {
     // Subscribe FIRST: output between the replay's snapshot and its answer must not
     // fall in a gap (see the module comment for why nothing is doubled either).
     this.subscriptions.push(
-      this.client.onDidWrite(({ terminalId, data }) => {
-        if (terminalId === this.terminalId && this.stateValue === 'live') this.callbacks.onData(data);
+      this.client.onDidWrite(({ terminalId, data, missed }) => {
+        if (terminalId !== this.terminalId || this.stateValue !== 'live') return;
+        // The server held output back while we were not reading: what is on screen
+        // has a gap. Repaint from a fresh replay (which holds this data too).
+        if (missed) void this.repaint();
+        else this.callbacks.onData(data);
       }),
       this.client.onDidClose(({ terminalId }) => {
         if (terminalId === this.terminalId) this.end('the registry terminal closed');
@@ -79,6 +86,24 @@ export class TerminalMirror implements Disposable {
     if (this.stateValue !== 'opening') return; // closed or disposed meanwhile
     this.stateValue = 'live';
     if (replay) this.callbacks.onData(replay);
+  }
+
+  /**
+   * Clear the screen and its scrollback and paint the replay again. Same ordering as
+   * open(): didWrites before the answer are inside it, later ones are appended.
+   */
+  private async repaint(): Promise<void> {
+    this.stateValue = 'opening';
+    let replay: string;
+    try {
+      replay = await this.client.replay(this.terminalId, this.options.maxBytes ?? DEFAULT_REPLAY_BYTES);
+    } catch (error) {
+      this.end(`cannot repaint terminal ${this.terminalId}: ${errorMessage(error)}`);
+      return;
+    }
+    if (this.stateValue !== 'opening') return;
+    this.stateValue = 'live';
+    this.callbacks.onData(REPAINT + replay);
   }
 
   /** Keyboard input, raw: forwarded to `terminal/write`. */

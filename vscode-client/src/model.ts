@@ -6,23 +6,60 @@
 
 import type { TerminalRegistryClient } from './client';
 import { Disposable, Emitter, Event, combineDisposables } from './events';
-import type { Terminal } from './protocol';
+import type { Terminal, WaitingFor } from './protocol';
 
 /** What a terminal is doing, as the tree shows it. */
-export type TerminalState = 'busy' | 'hot' | 'idle';
+export type TerminalState = 'waiting' | 'password' | 'fullScreen' | 'stopped' | 'busy' | 'hot' | 'idle';
 
-/** Codicon ids per state: a spinner while a command runs, a flame while output is fresh. */
+/**
+ * Codicon ids per state: a spinner while a command runs, a flame while output is fresh,
+ * and one icon of its own for each way a command waits for someone.
+ */
 export const STATE_ICONS: Readonly<Record<TerminalState, string>> = {
+  waiting: 'question',
+  password: 'key',
+  fullScreen: 'screen-full',
+  stopped: 'debug-pause',
   busy: 'sync~spin',
   hot: 'flame',
   idle: 'terminal',
 };
 
-/** Busy wins over hot: a running command matters more than recent output. */
+const WAITING_STATES: Readonly<Record<string, TerminalState>> = {
+  waitingForInput: 'waiting',
+  waitingForPassword: 'password',
+  fullScreen: 'fullScreen',
+  stoppedJob: 'stopped',
+};
+
+/** Waiting for someone wins over busy, busy over hot: what needs a person shows first. */
 export function terminalState(terminal: Terminal): TerminalState {
+  const waiting = terminal.state !== undefined ? WAITING_STATES[terminal.state] : undefined;
+  if (waiting !== undefined) return waiting;
   if (terminal.busy) return 'busy';
   if (terminal.hot) return 'hot';
   return 'idle';
+}
+
+/** A command waits for someone: the tree's item and the kill menu treat it as busy. */
+export function isWaiting(state: TerminalState): boolean {
+  return state === 'waiting' || state === 'password' || state === 'fullScreen';
+}
+
+/** What a terminal waits for, in words: `waiting for input: continue?`, `less is open full screen: press q`. */
+export function describeWaiting(waiting: WaitingFor): string {
+  const program = waiting.program ?? 'the program';
+  const prompt = waiting.prompt?.trim();
+  let text: string;
+  if (waiting.kind === 'fullScreen') {
+    text = `${program} is open full screen` + (waiting.keys?.length ? `: press ${waiting.keys.join(' ')}` : '');
+  } else if (waiting.kind === 'stoppedJob') {
+    text = `a job is stopped (${program})`;
+  } else {
+    const what = waiting.kind === 'password' ? 'a password' : 'input';
+    text = prompt ? `waiting for ${what}: ${prompt}` : `waiting for ${what} (${program})`;
+  }
+  return waiting.certainty === 'possibly' ? `possibly ${text}` : text;
 }
 
 export const BACKGROUND_LABEL = 'Background';
@@ -68,6 +105,10 @@ export interface TerminalText {
 }
 
 const STATE_WORDS: Readonly<Record<TerminalState, string>> = {
+  waiting: 'waiting for input',
+  password: 'waiting for a password',
+  fullScreen: 'a full-screen program waits for keys',
+  stopped: 'a job is stopped',
   busy: 'running a command',
   hot: 'idle, output in the last seconds',
   idle: 'idle',
@@ -79,12 +120,15 @@ export function describeTerminal(terminal: Terminal, home?: string): TerminalTex
   const cwd = shortenPath(terminal.cwd, home);
   const shellName = terminal.shell.split('/').pop() || terminal.shell;
   const what = terminal.provider === 'shell' ? shellName : 'subprocess';
-  const description = terminal.lastCommand ? `${cwd} · ${terminal.lastCommand}` : cwd;
+  const waiting = terminal.waitingFor ? describeWaiting(terminal.waitingFor) : undefined;
+  // A waiting terminal shows its question where the command line would be.
+  const detail = waiting ?? terminal.lastCommand;
+  const description = detail ? `${cwd} · ${detail}` : cwd;
   const tooltip = [
     `Terminal ${terminal.id} (${terminal.provider}${terminal.provider === 'shell' ? `, ${terminal.shell}` : ''}` +
       `${terminal.pid !== null ? `, pid ${terminal.pid}` : ''})`,
     `Task: ${terminal.taskId ?? `none (${BACKGROUND_LABEL.toLowerCase()})`}`,
-    `State: ${STATE_WORDS[state]}`,
+    `State: ${waiting ?? STATE_WORDS[state]}`,
     `Working directory: ${terminal.cwd}`,
     `Shell integration: ${terminal.shellIntegration}`,
     `Last command: ${terminal.lastCommand ?? '(none)'}`,

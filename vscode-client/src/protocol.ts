@@ -13,6 +13,27 @@ export const PROTOCOL_VERSION = 1;
 export type Provider = 'shell' | 'subprocess';
 export type ShellIntegration = 'pending' | 'rich' | 'none';
 export type RunState = 'running' | 'completed' | 'timedOut' | 'cancelled' | 'failed';
+/** What a terminal is doing (docs/waiting.md). */
+export type TerminalActivity =
+  | 'idle'
+  | 'running'
+  | 'waitingForInput'
+  | 'waitingForPassword'
+  | 'fullScreen'
+  | 'stoppedJob';
+
+/** What a terminal's command waits for (`Terminal.waitingFor`, `RunResult.waitingFor`). */
+export interface WaitingFor {
+  kind: 'input' | 'password' | 'fullScreen' | 'stoppedJob';
+  /** The question on the cursor row (input, password); null otherwise. */
+  prompt: string | null;
+  /** The program concerned (`read` is the shell's own: `bash`). */
+  program: string | null;
+  /** `possibly` where the kernel cannot show it (ssh, docker exec, a busy thread). */
+  certainty: 'certain' | 'possibly';
+  /** Full screen: the named keys that leave it (`["q"]`), when known. */
+  keys?: string[];
+}
 
 /** A terminal of the registry (`terminal/get`, `terminal/list`, `terminal/didOpen`, `terminal/didChange`). */
 export interface Terminal {
@@ -33,6 +54,27 @@ export interface Terminal {
   pid: number | null;
   /** The running or last command line. */
   lastCommand: string | null;
+  /** Added field (older servers: absent): what it is doing. */
+  state?: TerminalActivity;
+  /** Set while its command waits for input, a password, a key, or a job is stopped. */
+  waitingFor?: WaitingFor;
+  /** The terminal's own limits (absent when it has none). */
+  limits?: Limits;
+  /** How each limit is enforced here. */
+  limitsBy?: Record<LimitName, LimitEnforcement>;
+}
+
+export type LimitName = 'memoryMb' | 'pids' | 'cpuSeconds' | 'outputMb' | 'wallSeconds';
+/** `cgroup`: the terminal's cgroup; `rlimit`: per-process rlimits; `server`: counted by the server. */
+export type LimitEnforcement = 'cgroup' | 'rlimit' | 'server' | 'none';
+
+/** A command's resource limits: absent or null inherits, 0 means none. */
+export interface Limits {
+  memoryMb?: number | null;
+  pids?: number | null;
+  cpuSeconds?: number | null;
+  outputMb?: number | null;
+  wallSeconds?: number | null;
 }
 
 /** The result of `terminal/run`. */
@@ -57,6 +99,10 @@ export interface RunResult {
   stderr?: string;
   /** Why the run ended as it did, when that needs saying (fallback, heuristics, ...). */
   note?: string;
+  /** A run still going whose terminal waits (`yieldOnInput`, `terminal/wait`). */
+  waitingFor?: WaitingFor;
+  /** The limit the run hit (its state is then `failed`). */
+  limit?: LimitName;
 }
 
 // -- request params and results ---------------------------------------------------------
@@ -65,6 +111,8 @@ export interface AcquireParams {
   cwd: string;
   taskId?: string | null;
   provider?: Provider;
+  /** The terminal's own limits from now on. */
+  limits?: Limits;
 }
 
 export interface RunParams {
@@ -79,6 +127,10 @@ export interface RunParams {
   /** Answer as soon as the command has started (`state: "running"`). */
   background?: boolean;
   workDoneToken?: string | number;
+  /** Answer as soon as the command waits for input (`waitingFor` set); default false. */
+  yieldOnInput?: boolean;
+  /** This run's limits, over the terminal's and the settings'. */
+  limits?: Limits;
 }
 
 export interface WriteParams {
@@ -123,6 +175,21 @@ export interface EnvironmentDetailsParams {
   cooldownTimeoutMs?: number;
   /** Report without marking the output retrieved (a person looking, not the agent). */
   peek?: boolean;
+}
+
+/** `terminal/wait`: one of `runId` and `terminalId`. */
+export interface WaitParams {
+  runId?: number;
+  terminalId?: number;
+  timeoutMs?: number;
+  /** Answer at the next wait for input too (default true); false: at the end only. */
+  yieldOnInput?: boolean;
+}
+
+export interface SendKeysParams {
+  terminalId: number;
+  /** Named keys (`Enter`, `C-c`, `Escape`, `Up`, ...) or literal text (`:q!`). */
+  keys: string[];
 }
 
 export interface OutputResult {
@@ -171,6 +238,8 @@ export interface Settings {
   loginShell?: boolean;
   cols?: number;
   rows?: number;
+  /** Every command's limits unless its terminal or run sets its own. */
+  limits?: Limits;
 }
 
 // -- notifications (server -> client) ----------------------------------------------------
@@ -200,6 +269,8 @@ export interface DidEndRunParams {
   runId: number;
   state: RunState;
   exitCode: number | null;
+  /** The limit the run hit, if it hit one. */
+  limit?: LimitName;
 }
 
 /** Every notification the server sends, by method name, with its params. */
@@ -237,6 +308,8 @@ export interface RequestMap {
   'terminal/replay': [ReplayParams, ReplayResult];
   'terminal/release': [ReleaseParams, null];
   'environment/details': [EnvironmentDetailsParams, EnvironmentDetailsResult];
+  'terminal/wait': [WaitParams, RunResult];
+  'terminal/sendKeys': [SendKeysParams, null];
 }
 
 export type RequestMethod = keyof RequestMap;

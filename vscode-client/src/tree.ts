@@ -5,16 +5,20 @@
  */
 
 import * as vscode from 'vscode';
-import { STATE_ICONS, TaskGroup, TerminalModel, describeTerminal, terminalState } from './model';
+import { STATE_ICONS, TaskGroup, TerminalModel, describeTerminal, isWaiting, terminalState } from './model';
 import type { Terminal } from './protocol';
 
 export type RegistryNode =
   | { readonly kind: 'task'; readonly group: TaskGroup }
   | { readonly kind: 'terminal'; readonly terminal: Terminal };
 
-/** Context values the package.json menus test (`viewItem == terminal.busy`, `viewItem =~ /^terminal/`). */
+/**
+ * Context values the package.json menus test (`viewItem =~ /^terminal\.busy/` for kill,
+ * `viewItem =~ /^terminal/`): a command that waits is busy too (`terminal.busy.waiting`).
+ */
 export function terminalContextValue(terminal: Terminal): string {
-  return `terminal.${terminalState(terminal)}`;
+  const state = terminalState(terminal);
+  return isWaiting(state) ? `terminal.busy.${state}` : `terminal.${state}`;
 }
 
 export function taskContextValue(group: TaskGroup): string {
@@ -61,8 +65,11 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
     item.id = group.key;
     item.contextValue = taskContextValue(group);
     const busy = group.terminals.filter((t) => t.busy).length;
+    const waiting = group.terminals.filter((t) => isWaiting(terminalState(t))).length;
     const count = `${group.terminals.length} terminal${group.terminals.length === 1 ? '' : 's'}`;
-    item.description = busy > 0 ? `${count}, ${busy} busy` : count;
+    item.description = [count, busy > 0 ? `${busy} busy` : '', waiting > 0 ? `${waiting} waiting` : '']
+      .filter(Boolean)
+      .join(', ');
     item.iconPath = new vscode.ThemeIcon(group.taskId === null ? 'archive' : 'checklist');
     item.tooltip =
       group.taskId === null ? 'Terminals without a task: released ones, reusable by any task' : `Task ${group.taskId}`;

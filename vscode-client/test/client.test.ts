@@ -65,6 +65,10 @@ test('every request method sends the params of docs/protocol.md', async () => {
   await client.environmentDetails('t1', 1000);
   await client.acquire('/x', null, 'subprocess');
   await client.run('ls', { terminalId: 2, background: true, env: { A: '1' }, workDoneToken: 'w' });
+  await client.run('npm init', { cwd: '/x', yieldOnInput: true });
+  await client.wait({ runId: 7, timeoutMs: undefined });
+  await client.wait({ terminalId: 2, timeoutMs: 500, yieldOnInput: false });
+  await client.sendKeys(2, ['Escape', ':q!', 'Enter']);
   assert.deepEqual(
     connection.requests.map((r) => [r.method, r.args[0]]),
     [
@@ -80,6 +84,10 @@ test('every request method sends the params of docs/protocol.md', async () => {
       ['environment/details', { taskId: 't1', cooldownTimeoutMs: 1000 }],
       ['terminal/acquire', { cwd: '/x', taskId: null, provider: 'subprocess' }],
       ['terminal/run', { command: 'ls', terminalId: 2, background: true, env: { A: '1' }, workDoneToken: 'w' }],
+      ['terminal/run', { command: 'npm init', cwd: '/x', yieldOnInput: true }],
+      ['terminal/wait', { runId: 7 }],
+      ['terminal/wait', { terminalId: 2, timeoutMs: 500, yieldOnInput: false }],
+      ['terminal/sendKeys', { terminalId: 2, keys: ['Escape', ':q!', 'Enter'] }],
     ],
   );
 });

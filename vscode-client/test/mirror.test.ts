@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { TerminalRegistryClient } from '../src/client';
-import { TerminalMirror } from '../src/mirror';
+import { REPAINT, TerminalMirror } from '../src/mirror';
 import { deferred, FakeConnection, responseError } from './helpers/fakeConnection';
 
 function setup() {
@@ -117,4 +117,24 @@ test('dispose unsubscribes and leaves the registry terminal alone; detach says w
   other.detach('the server stopped');
   assert.equal(other.state, 'closed');
   assert.match(screen.at(-1)!, /the server stopped/);
+});
+
+test('a didWrite that says output was missed repaints from a fresh replay, nothing doubled', async () => {
+  const { connection, replay, screen, mirror } = setup();
+  const opening = mirror.open();
+  replay.resolve({ data: 'FIRST' });
+  await opening;
+  const second = deferred<{ data: string }>();
+  connection.responders.set('terminal/replay', () => second.promise);
+  const replays = () => connection.requests.filter((r) => r.method === 'terminal/replay').length;
+  connection.notify('terminal/didWrite', { terminalId: 1, data: 'a' });
+  connection.notify('terminal/didWrite', { terminalId: 1, data: 'tail', missed: 5000 });
+  assert.equal(mirror.state, 'opening');
+  assert.equal(replays(), 2);
+  connection.notify('terminal/didWrite', { terminalId: 1, data: 'inside the replay' });
+  second.resolve({ data: 'FULL' });
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(mirror.state, 'live');
+  connection.notify('terminal/didWrite', { terminalId: 1, data: 'after' });
+  assert.deepEqual(screen, ['FIRST', 'a', `${REPAINT}FULL`, 'after']);
 });

@@ -8,10 +8,13 @@ import {
   STATE_ICONS,
   TerminalModel,
   describeTerminal,
+  describeWaiting,
   groupByTask,
+  isWaiting,
   shortenPath,
   terminalState,
 } from '../src/model';
+import type { Terminal } from '../src/protocol';
 import { deferred, FakeConnection } from './helpers/fakeConnection';
 import { makeTerminal } from './helpers/terminals';
 
@@ -19,7 +22,65 @@ test('state: busy wins over hot; each state has its icon', () => {
   assert.equal(terminalState(makeTerminal({ id: 1, busy: true, hot: true })), 'busy');
   assert.equal(terminalState(makeTerminal({ id: 1, hot: true })), 'hot');
   assert.equal(terminalState(makeTerminal({ id: 1 })), 'idle');
-  assert.deepEqual(STATE_ICONS, { busy: 'sync~spin', hot: 'flame', idle: 'terminal' });
+  assert.deepEqual(STATE_ICONS, {
+    waiting: 'question',
+    password: 'key',
+    fullScreen: 'screen-full',
+    stopped: 'debug-pause',
+    busy: 'sync~spin',
+    hot: 'flame',
+    idle: 'terminal',
+  });
+  // An older server sends no state: busy, hot and idle as before.
+  assert.equal(terminalState(makeTerminal({ id: 1, busy: true, state: undefined })), 'busy');
+});
+
+test('waiting: each way to wait has its state, and the texts carry the question', () => {
+  const asked = makeTerminal({
+    id: 4,
+    busy: true,
+    hot: true,
+    cwd: '/home/me/src',
+    lastCommand: 'npm init',
+    state: 'waitingForInput',
+    waitingFor: { kind: 'input', prompt: 'package name: (src) ', program: 'node', certainty: 'certain' },
+  });
+  assert.equal(terminalState(asked), 'waiting');
+  const text = describeTerminal(asked, '/home/me');
+  assert.equal(text.description, '~/src · waiting for input: package name: (src)');
+  assert.match(text.tooltip, /^State: waiting for input: package name: \(src\)$/m);
+  assert.match(text.tooltip, /^Last command: npm init$/m);
+
+  const cases: [Partial<Terminal>, string, string][] = [
+    [
+      { state: 'waitingForPassword', waitingFor: { kind: 'password', prompt: 'Password: ', program: 'sudo', certainty: 'possibly' } },
+      'password',
+      'possibly waiting for a password: Password:',
+    ],
+    [
+      { state: 'fullScreen', waitingFor: { kind: 'fullScreen', prompt: null, program: 'less', certainty: 'certain', keys: ['q'] } },
+      'fullScreen',
+      'less is open full screen: press q',
+    ],
+    [
+      { state: 'waitingForInput', waitingFor: { kind: 'input', prompt: '', program: 'cat', certainty: 'certain' } },
+      'waiting',
+      'waiting for input (cat)',
+    ],
+    [
+      { state: 'stoppedJob', busy: false, waitingFor: { kind: 'stoppedJob', prompt: null, program: 'cat', certainty: 'certain' } },
+      'stopped',
+      'a job is stopped (cat)',
+    ],
+  ];
+  for (const [fields, state, words] of cases) {
+    const terminal = makeTerminal({ id: 5, busy: true, ...fields });
+    assert.equal(terminalState(terminal), state);
+    assert.equal(describeWaiting(terminal.waitingFor!), words);
+    assert.equal(describeTerminal(terminal).description, `/repo · ${words}`);
+  }
+  assert.equal(isWaiting('waiting') && isWaiting('password') && isWaiting('fullScreen'), true);
+  assert.equal(isWaiting('stopped') || isWaiting('busy'), false);
 });
 
 test('groups: by task, sorted, Background (null task) last, terminals by id', () => {

@@ -101,3 +101,46 @@ test('context value helpers', () => {
   assert.equal(tree.terminalContextValue(makeTerminal({ id: 1, busy: true })), 'terminal.busy');
   assert.equal(tree.terminalContextValue(makeTerminal({ id: 1 })), 'terminal.idle');
 });
+
+test('a waiting terminal: its own icon, the question in its description, kill still offered', () => {
+  const { provider } = setup([
+    makeTerminal({
+      id: 1,
+      busy: true,
+      cwd: '/home/me/p',
+      lastCommand: "read -p 'continue? ' x",
+      state: 'waitingForInput',
+      waitingFor: { kind: 'input', prompt: 'continue? ', program: 'bash', certainty: 'certain' },
+    }),
+    makeTerminal({
+      id: 2,
+      busy: true,
+      state: 'fullScreen',
+      waitingFor: { kind: 'fullScreen', prompt: null, program: 'vim', certainty: 'certain', keys: ['Escape', ':qa!', 'Enter'] },
+    }),
+    makeTerminal({ id: 3, busy: true, state: 'running' }),
+  ]);
+  const [group] = provider.getChildren();
+  assert.equal((provider.getTreeItem(group) as unknown as TreeItem).description, '3 terminals, 3 busy, 2 waiting');
+  const items = provider.getChildren(group).map((n) => provider.getTreeItem(n) as unknown as TreeItem);
+  assert.deepEqual(
+    items.map((i) => [(i.iconPath as ThemeIcon).id, i.contextValue, i.description]),
+    [
+      ['question', 'terminal.busy.waiting', '~/p · waiting for input: continue?'],
+      ['screen-full', 'terminal.busy.fullScreen', '/repo · vim is open full screen: press Escape :qa! Enter'],
+      ['sync~spin', 'terminal.busy', '/repo'],
+    ],
+  );
+  // package.json offers kill where `viewItem =~ /^terminal\.busy/`: on all three.
+  const manifest = require('../../package.json') as {
+    contributes: { menus: { 'view/item/context': { command: string; when: string }[] } };
+  };
+  const kill = manifest.contributes.menus['view/item/context'].filter((m) => m.command === 'terminalRegistry.killCommand');
+  for (const menu of kill) {
+    const pattern = /viewItem =~ \/(.*)\/$/.exec(menu.when);
+    assert.ok(pattern, menu.when);
+    const matches = new RegExp(pattern[1]);
+    assert.ok(items.every((i) => matches.test(i.contextValue!)));
+    assert.ok(!matches.test('terminal.idle') && !matches.test('terminal.stopped'));
+  }
+});
