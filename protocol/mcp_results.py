@@ -22,6 +22,7 @@ __all__ = [
     "KillResult",
     "TerminalList",
     "TerminalSummary",
+    "Waiting",
     "render_close",
     "render_command",
     "render_environment",
@@ -32,6 +33,24 @@ __all__ = [
 ]
 
 
+class Waiting(BaseModel):
+    """What a running command waits for, as the registry tells it (docs/waiting.md)."""
+
+    kind: str = Field(
+        description="input (a question), password (typed input not shown), fullScreen "
+        "(a pager, an editor, a menu: it takes keys) or stoppedJob (stopped with Ctrl-Z)."
+    )
+    prompt: str | None = Field(description="The question on the screen, for input and password.")
+    program: str | None = Field(description="The program reading the terminal.")
+    certain: bool = Field(
+        description="False where it cannot be seen for sure (ssh, containers): told from "
+        "the screen after a longer quiet."
+    )
+    keys: list[str] | None = Field(
+        default=None, description='For fullScreen: the keys that leave it, e.g. ["q"].'
+    )
+
+
 class CommandResult(BaseModel):
     """One command: how it ended, or that it still runs, and its output not yet seen."""
 
@@ -40,7 +59,13 @@ class CommandResult(BaseModel):
     command: str | None = Field(description="The command line.")
     state: str = Field(
         description="running (still going: follow with wait_for_command), completed, "
-        "timedOut, cancelled, failed (its shell died), idle (no command known)."
+        "timedOut, cancelled, failed (its shell died, or it broke a limit), idle (no "
+        "command known)."
+    )
+    waiting_for: Waiting | None = Field(
+        default=None,
+        description="While running: what the command waits for (answer with write_input "
+        "or send_keys); null when it is not waiting.",
     )
     exit_code: int | None = Field(description="The exit code, once ended and known.")
     signal: str | None = Field(description="For exit codes above 128: the signal, e.g. SIGINT.")
@@ -65,6 +90,10 @@ class TerminalSummary(BaseModel):
     shell: str = Field(description="The shell (or, for subprocess terminals, its command).")
     provider: str = Field(description="shell (a real shell in a PTY) or subprocess.")
     integration: str = Field(description="rich (exact exit codes), none or pending.")
+    state: str = Field(
+        description="idle, running, waitingForInput, waitingForPassword, fullScreen or stoppedJob."
+    )
+    waiting_for: Waiting | None = Field(default=None, description="What it waits for, if it does.")
 
 
 class TerminalList(BaseModel):
@@ -115,7 +144,9 @@ def _seconds(value: float | None) -> str:
 def headline(r: CommandResult) -> str:
     """``exit code 0 · completed in 0.42 s · cwd /repo · terminal 1``."""
     where = [f"cwd {r.cwd}" if r.cwd else "", f"terminal {r.terminal_id}"]
-    if r.state == "running":
+    if r.state == "running" and r.waiting_for is not None:
+        head = [_waiting_headline(r.waiting_for, r.duration_seconds or 0.0)]
+    elif r.state == "running":
         ran = r.duration_seconds or 0.0
         head = [f"still running after {_seconds(ran)}" if ran >= 0.5 else "running"]
     elif r.state == "idle":
@@ -134,12 +165,56 @@ def headline(r: CommandResult) -> str:
     return " · ".join(part for part in (*head, *where) if part)
 
 
+_WAITS = {
+    "input": "waiting for input",
+    "password": "waiting for a password",
+    "fullScreen": "open full screen",
+    "stoppedJob": "a job is stopped",
+}
+
+
+def _waiting_headline(w: Waiting, ran: float) -> str:
+    what = _WAITS.get(w.kind, f"waiting ({w.kind})")
+    if w.kind == "fullScreen":
+        what = f"{w.program or 'a program'} is {what}"
+    seems = "" if w.certain else " (it seems)"
+    return f"{what}{seems} after {_seconds(ran)}"
+
+
+def waiting_hint(w: Waiting, terminal_id: int) -> str:
+    """What the model should do about a command that waits: the answer loop."""
+    then = f"then call wait_for_command with terminal_id {terminal_id}"
+    if w.kind in ("input", "password"):
+        asked = f" ({w.prompt.strip()!r})" if w.prompt and w.prompt.strip() else ""
+        typed = " (it is not shown as typed)" if w.kind == "password" else ""
+        return (
+            f"The command asks{asked}: answer with write_input{typed}, {then}; "
+            "kill_command stops it."
+        )
+    if w.kind == "fullScreen":
+        program = w.program or "A full-screen program"
+        keys = f" {json_list(w.keys)}" if w.keys else ' (e.g. ["q"] or ["Escape", ":q", "Enter"])'
+        return f"{program} takes keys: leave it with send_keys{keys}, {then}."
+    if w.kind == "stoppedJob":
+        return (
+            "A job was stopped (Ctrl-Z): write_input 'fg' resumes it, kill_command ends "
+            f"the command; {then}."
+        )
+    return f"It waits ({w.kind}): answer with write_input or send_keys, {then}."
+
+
+def json_list(keys: list[str]) -> str:
+    return "[" + ", ".join(f'"{key}"' for key in keys) + "]"
+
+
 def render_command(
     r: CommandResult, *, output_label: str = "output", show_output: bool = True
 ) -> str:
     lines = [headline(r)]
     if r.command:
         lines.append(f"command: {r.command}")
+    if r.waiting_for is not None and r.waiting_for.prompt:
+        lines.append(f"prompt: {r.waiting_for.prompt.rstrip()}")
     if r.note:
         lines.append(f"note: {r.note}")
     if r.next_step:
@@ -156,7 +231,10 @@ def render_terminals(result: TerminalList) -> str:
         return "No terminals yet: run_command opens one."
     lines = [f"{len(result.terminals)} terminal(s); yours are those of task {result.task_id}:"]
     for t in result.terminals:
-        state = "busy" if t.busy else "idle"
+        plain = "busy" if t.busy else "idle"
+        state = plain if t.state in ("idle", "running") else t.state
+        if t.waiting_for is not None and t.waiting_for.prompt:
+            state += f" ({t.waiting_for.prompt.strip()!r})"
         owner = "yours" if t.yours else (f"task {t.task_id}" if t.task_id else "released")
         last = f" · last: {t.last_command}" if t.last_command else ""
         lines.append(f"- terminal {t.id} · {state} · {owner} · cwd {t.cwd}{last}")

@@ -4,9 +4,11 @@ An MCP server over stdio serves one agent session, so this process's
 :class:`McpSession` is that session: it holds the registry client, the
 :class:`~protocol.mcp_runs.RunTracker`, the session's task id (named after the MCP
 client, e.g. ``claude-code-3fa2c1``) and where the task's last command left its shell
-(so that a ``cd`` carries over when the model omits ``cwd``).  The tools of
-:mod:`protocol.mcp_tools` are thin on top of it; the registry's rules (reuse, cleaning,
-ending processes) stay in the server.
+(so that a ``cd`` carries over when the model omits ``cwd``).  A command is started in
+the background and followed with ``terminal/wait`` (which also answers when it waits
+for input), so that a call can return at its bound while the command goes on.  The
+tools of :mod:`protocol.mcp_tools` are thin on top of it; the registry's rules (reuse,
+cleaning output, telling a wait for input, ending processes) stay in the server.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import re
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,14 +29,16 @@ import anyio
 from . import types as wire
 from .client import RegistryClient
 from .errors import RegistryError, TerminalBusyError, UnknownTerminalError
-from .mcp_results import CommandResult, TerminalSummary
-from .mcp_runs import RunEnd, RunTracker, signal_name
+from .mcp_results import CommandResult, TerminalSummary, Waiting, waiting_hint
+from .mcp_runs import RunTracker
 
 __all__ = ["Connect", "McpSession", "Progress", "SessionSettings", "explain"]
 
 #: After an interrupt, how long to wait for the command's end (SIGINT, SIGTERM, SIGKILL
 #: are a second apart by default).
 _INTERRUPT_WAIT = 10.0
+#: Runs whose shown output is remembered (the oldest are forgotten first).
+_SHOWN_KEPT = 256
 #: Progress notifications while a call waits on a command: at most this often.
 PROGRESS_INTERVAL = 1.0
 
@@ -66,6 +71,8 @@ class McpSession:
         self._last_terminal: dict[str, int] = {}
         #: terminal -> the run a tool call is waiting on there (None: whatever runs).
         self._waited: dict[int, int | None] = {}
+        #: run -> the output of it the model has been shown (handed over once).
+        self._shown: OrderedDict[int, str] = OrderedDict()
 
     async def ready(self) -> None:
         """Connected to a server: after one went away (stopped, or died), the next tool
@@ -82,6 +89,7 @@ class McpSession:
                 self._task_id = self.scoped_task()
             self._last_terminal.clear()
             self._waited.clear()
+            self._shown.clear()
             with contextlib.suppress(Exception):
                 await lost.close()
 
@@ -125,6 +133,8 @@ class McpSession:
             shell=t["shell"],
             provider=t["provider"],
             integration=t["shellIntegration"],
+            state=t.get("state", "idle"),
+            waiting_for=_waiting(t.get("waitingFor")),
         )
 
     # -- commands -----------------------------------------------------------------------
@@ -137,8 +147,8 @@ class McpSession:
         cwd: str | None,
         terminal_id: int | None,
         timeout: float | None,
-    ) -> tuple[int, int, str | None]:
-        """Start ``command`` in the background: (terminal id, run id, note)."""
+    ) -> wire.RunResult:
+        """Start ``command`` in the background: its run, ``state: "running"``."""
         if terminal_id is not None and cwd is not None:
             raise ValueError(
                 "give terminal_id or cwd, not both: a terminal runs where its shell stands "
@@ -157,21 +167,21 @@ class McpSession:
         )
         self.tracker.note_start(started.run_id, started.terminal_id, command, began)
         self._last_terminal[task] = started.terminal_id
-        return started.terminal_id, started.run_id, started.note
+        return started
 
     async def follow(
         self,
         terminal_id: int,
         run_id: int | None,
         wait: float,
+        *,
+        yield_on_input: bool = True,
         progress: Progress | None = None,
-    ) -> RunEnd | None:
-        """Wait (at most ``wait`` s) for the run to end; a cancelled wait interrupts it.
-
-        ``progress(elapsed, message)`` is called at once and then every second while
-        waiting.  Replaced by ``terminal/wait`` (with ``yieldOnInput``) when "Commands
-        that wait" lands.
-        """
+    ) -> wire.RunResult:
+        """``terminal/wait``: until the run (None: the terminal's current, else last)
+        ends, waits for input (``yield_on_input``) or ``wait`` s pass.  A cancelled call
+        interrupts the command.  ``progress(elapsed, message)`` is called at once and
+        then every second while waiting."""
         reporter = (
             asyncio.ensure_future(self._report(terminal_id, run_id, progress))
             if progress is not None
@@ -179,7 +189,12 @@ class McpSession:
         )
         self._waited[terminal_id] = run_id
         try:
-            return await self.tracker.wait_end(terminal_id, run_id, wait)
+            return await self.client.wait(
+                run_id=run_id,
+                terminal_id=terminal_id if run_id is None else None,
+                timeout=wait,
+                yield_on_input=yield_on_input,
+            )
         except anyio.get_cancelled_exc_class():
             # notifications/cancelled, or the client went away: the command this call
             # was waiting on is interrupted (Ctrl-C, then its process tree).
@@ -191,15 +206,22 @@ class McpSession:
             if reporter is not None:
                 reporter.cancel()
 
-    async def interrupt(self, terminal_id: int, run_id: int | None) -> RunEnd | None:
+    async def interrupt(self, terminal_id: int, run_id: int | None) -> wire.RunResult | None:
+        """Ctrl-C, then the command's tree (``terminal/kill``); its end, once it came."""
         try:
             await self.client.kill(terminal_id)
+            return await self.client.wait(
+                run_id=run_id,
+                terminal_id=terminal_id if run_id is None else None,
+                timeout=_INTERRUPT_WAIT,
+                yield_on_input=False,
+            )
         except (RegistryError, ConnectionError):
             return None  # it ended, or its terminal closed or its server went, meanwhile
-        return await self.tracker.wait_end(terminal_id, run_id, _INTERRUPT_WAIT)
 
     async def _report(self, terminal_id: int, run_id: int | None, progress: Progress) -> None:
         start = self.tracker.start_of(run_id) if run_id is not None else None
+        start = start or self.tracker.running.get(terminal_id)
         began = start.at if start is not None else time.monotonic()
         command = start.command if start is not None else "the command"
         while True:
@@ -209,63 +231,55 @@ class McpSession:
             await progress(elapsed, message)
             await asyncio.sleep(PROGRESS_INTERVAL)
 
-    async def result(
-        self, terminal_id: int, run_id: int | None, end: RunEnd | None, *, read: bool = True
-    ) -> CommandResult:
-        """The command as the model should see it: state, exit code, cwd, new output.
+    async def result(self, run: wire.RunResult, *, read: bool = True) -> CommandResult:
+        """The command as the model should see it: state, exit code, cwd, unseen output.
 
-        With ``read`` false the output is left unread (for read_output and
-        environment_details later): a background start reports no output.  A given
-        run that ended without printing a byte costs no ``terminal/output`` request.
+        Output is handed over once.  While the command runs, ``terminal/output`` gives
+        what it printed since (complete lines; the question it waits on is in
+        ``waiting_for``) and counts it retrieved; once it has ended, the whole output
+        came with its result, and what earlier calls showed of it is left out.  With
+        ``read`` false (a background start) nothing is read: the output stays for
+        read_output and environment_details.
         """
-        if end is None and run_id is not None:
-            end = self.tracker.end_of(run_id)
-        silent = run_id is not None and end is not None and not self.tracker.printed(run_id)
+        shown = self._shown.get(run.run_id, "")
         output = ""
-        if read and not silent:
+        if not read:
+            pass  # even a run that ended already: its output was not shown
+        elif run.state == "running":
             # A closed terminal whose last output was already taken is unknown now.
             with contextlib.suppress(UnknownTerminalError):
-                output = await self.client.output(terminal_id)
-        info = self.tracker.terminals.get(terminal_id)
-        if info is None:
-            try:
-                info = _wire(await self.client.get(terminal_id))
-            except UnknownTerminalError:
-                info = {}
-        if run_id is None:
-            current = self.tracker.running.get(terminal_id)
-            run_id = current.run_id if current is not None else end.run_id if end else None
-        start = self.tracker.start_of(run_id) if run_id is not None else None
-        command = start.command if start is not None else info.get("lastCommand")
-        note = None
-        if end is not None:
-            state = end.state
-            exit_code = end.exit_code
-            duration = end.at - start.at if start is not None else None
-        elif info.get("closed"):
-            state, exit_code, duration = "failed", None, None
-            note = "the terminal closed while the command ran"
-        elif info.get("busy") or run_id is not None:
-            state, exit_code = "running", None
-            duration = time.monotonic() - start.at if start is not None else None
+                output = await self.client.output(run.terminal_id, run_id=run.run_id)
+            self._remember_shown(run.run_id, shown + output)
         else:
-            state, exit_code, duration = "idle", None, None
+            # What is left after the part shown starts on a new line of its own.
+            output = run.output.removeprefix(shown).lstrip("\n") if shown else run.output
+            self._remember_shown(run.run_id, run.output)
+        info = self.tracker.terminals.get(run.terminal_id, {})
         result = CommandResult(
-            terminal_id=terminal_id,
-            run_id=run_id,
-            command=command,
-            state=state,
-            exit_code=exit_code,
-            signal=signal_name(exit_code),
-            cwd=info.get("cwd"),
-            duration_seconds=round(duration, 3) if duration is not None else None,
-            output=output,
-            note=note,
+            terminal_id=run.terminal_id,
+            run_id=run.run_id,
+            command=run.command_line,
+            state=run.state,
+            waiting_for=_waiting(wire.unstructure(run.waiting_for)),
+            exit_code=run.exit_code,
+            signal=run.signal,
+            cwd=run.cwd or info.get("cwd"),
+            duration_seconds=round(run.duration_ms / 1000, 3),
+            output=output.rstrip("\n"),
+            note=run.note,
             task_id=info.get("taskId"),
         )
-        if state == "running":
-            result.next_step = running_hint(terminal_id, self.settings.call_timeout)
+        if result.waiting_for is not None:
+            result.next_step = waiting_hint(result.waiting_for, run.terminal_id)
+        elif run.state == "running":
+            result.next_step = running_hint(run.terminal_id, self.settings.call_timeout)
         return result
+
+    def _remember_shown(self, run_id: int, text: str) -> None:
+        self._shown[run_id] = text
+        self._shown.move_to_end(run_id)
+        while len(self._shown) > _SHOWN_KEPT:
+            self._shown.popitem(last=False)
 
     # -- ending ----------------------------------------------------------------------------
 
@@ -288,9 +302,8 @@ class McpSession:
 def running_hint(terminal_id: int, call_timeout: float) -> str:
     return (
         f"The command keeps running. Call wait_for_command with terminal_id {terminal_id} "
-        f"to wait for it (up to {call_timeout:g} s per call); read_output shows new output; "
-        "if it waits for input, answer with write_input (or send_keys for keys such as q "
-        "or C-c); kill_command stops it."
+        f"to wait for it (up to {call_timeout:g} s per call; it returns at once if the "
+        "command asks for input); read_output shows new output; kill_command stops it."
     )
 
 
@@ -305,6 +318,19 @@ def explain(error: RegistryError) -> str:
     if isinstance(error, UnknownTerminalError):
         return f"{message}: list_terminals shows the terminals that exist"
     return message
+
+
+def _waiting(data: Any) -> Waiting | None:
+    """The wire's ``waitingFor`` as the tools' model."""
+    if not isinstance(data, dict):
+        return None
+    return Waiting(
+        kind=data["kind"],
+        prompt=data.get("prompt"),
+        program=data.get("program"),
+        certain=data.get("certainty", "certain") == "certain",
+        keys=data.get("keys"),
+    )
 
 
 def _wire(info: Any) -> dict[str, Any]:

@@ -17,9 +17,10 @@ INSTRUCTIONS = (
     "this session's task (pass task_id only to share another's), and run_command reuses an "
     "idle terminal of the task standing in the requested cwd, so omit cwd to continue where "
     "your previous command left the shell (a `cd` carries over) or give an absolute path. "
-    "A call returns after at most {timeout:g} s: a command still running keeps running "
-    "with nothing lost, and wait_for_command, read_output, write_input, send_keys and "
-    "kill_command follow it by its terminal_id."
+    "A call returns after at most {timeout:g} s, or as soon as the command waits for input "
+    "(waiting_for says what: a question, a password, a full-screen program's keys): the "
+    "command keeps running with nothing lost, and write_input, send_keys, "
+    "wait_for_command, read_output and kill_command follow it by its terminal_id."
 )
 
 #: tool name -> (title, description).
@@ -32,15 +33,20 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "standing in cwd, so `cd`, exported variables and activated environments carry "
         "over between calls. The call returns after at most {timeout:g} s: a longer "
         'command keeps running and you get its output so far with state "running"; '
-        "then call wait_for_command. Use background for servers and watchers. One command "
-        "at a time per terminal; commands in different terminals run in parallel.",
+        "then call wait_for_command. It also returns as soon as the command waits for "
+        "input (a [y/N] question, a password, a pager or editor), with waiting_for saying "
+        "what and how to answer (write_input or send_keys). Use background for servers "
+        "and watchers. One command at a time per terminal; commands in different "
+        "terminals run in parallel.",
     ),
     "wait_for_command": (
         "Wait for a running command",
         "Wait for the command running in a terminal to end; get its exit code, cwd after "
         "and the output you have not seen yet. Returns after at most {timeout:g} s with "
         'state "running" and the output so far if it is still going: call it again to '
-        "keep waiting. On a terminal whose command already ended, returns that end.",
+        "keep waiting. Returns at once when the command waits for input (waiting_for: "
+        "the question, or the keys that leave a full-screen program), not on the question "
+        "just answered. On a terminal whose command already ended, returns that end.",
     ),
     "write_input": (
         "Type into a terminal",
@@ -63,7 +69,8 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     ),
     "list_terminals": (
         "List terminals",
-        "List the terminals: id, busy or idle, cwd, last command, and the task each "
+        "List the terminals: id, state (idle, busy, or waiting for input and for what), "
+        "cwd, last command, and the task each "
         "belongs to (yours are marked). Includes those of other sessions and of people "
         "using the CLI or VS Code.",
     ),

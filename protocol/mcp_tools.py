@@ -19,12 +19,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-# The engine's pure table of named keys (no engine is loaded with it), so that send_keys
-# takes exactly the names terminal/sendKeys will; the face then asks the server instead.
-from registry.keys import UnknownKeyError, key_bytes, key_names
-
 from .daemon import BackgroundServerError
-from .errors import RegistryError
+from .errors import InvalidParamsError, RegistryError
 from .mcp_results import (
     CloseResult,
     CommandResult,
@@ -32,6 +28,7 @@ from .mcp_results import (
     InputResult,
     KillResult,
     TerminalList,
+    json_list,
     render_close,
     render_command,
     render_environment,
@@ -171,22 +168,24 @@ async def run_command(
     session = await _session(ctx)
     task = _task(ctx, task_id)
     with _tool_errors():
-        terminal, run_id, note = await session.start(
+        run = await session.start(
             command, task=task, cwd=cwd, terminal_id=terminal_id, timeout=timeout_seconds
         )
-        end = None
         if not background:
-            # yield_on_input goes to terminal/wait once "Commands that wait" lands.
-            end = await session.follow(
-                terminal, run_id, session.settings.call_timeout, _progress(ctx)
+            bound = session.settings.call_timeout
+            run = await session.follow(
+                run.terminal_id,
+                run.run_id,
+                bound,
+                yield_on_input=yield_on_input,
+                progress=_progress(ctx),
             )
-        result = await session.result(terminal, run_id, end, read=not background)
-    result.note = result.note or note
+        result = await session.result(run, read=not background)
     if background:
         result.next_step = (
-            f"Started in the background in terminal {terminal}: read_output shows its "
-            "output, wait_for_command waits for it, kill_command stops it, and "
-            "environment_details reports it once it ends."
+            f"Started in the background in terminal {run.terminal_id}: read_output shows "
+            "its output, wait_for_command waits for it (and says when it asks for input), "
+            "kill_command stops it, and environment_details reports it once it ends."
         )
     return tool_result(render_command(result, show_output=not background), result)
 
@@ -198,21 +197,25 @@ async def wait_for_command(
         float | None,
         Field(gt=0, description="Wait at most this long (capped by the server's call limit)."),
     ] = None,
+    yield_on_input: Annotated[
+        bool,
+        Field(
+            description="Also return as soon as the command waits for input (a question, a "
+            "password, a key in a pager), so you can answer it. False: wait for the end."
+        ),
+    ] = True,
 ) -> Annotated[CallToolResult, CommandResult]:
     session = await _session(ctx)
-    tracker = session.tracker
     with _tool_errors():
-        # Notifications are handled as they are read: whatever ended before this answer
-        # is in the tracker now, and a wait registered before the next await misses nothing.
-        info = await session.client.get(terminal_id)
-        current = tracker.running.get(terminal_id)
-        run_id = current.run_id if current is not None else None
-        if info.busy:
-            wait = _wait_bound(session, max_wait_seconds)
-            end = await session.follow(terminal_id, run_id, wait, _progress(ctx))
-        else:
-            end = tracker.last_end.get(terminal_id)
-        result = await session.result(terminal_id, run_id, end)
+        # The terminal's current run, else its last (which answers at once).
+        run = await session.follow(
+            terminal_id,
+            None,
+            _wait_bound(session, max_wait_seconds),
+            yield_on_input=yield_on_input,
+            progress=_progress(ctx),
+        )
+        result = await session.result(run)
     return tool_result(render_command(result), result)
 
 
@@ -233,21 +236,22 @@ async def send_keys(
         list[str],
         Field(
             min_length=1,
-            description=f"Keys in order: named keys ({', '.join(key_names())}); with "
-            "modifiers C- (Ctrl), M- (Alt), S- (Shift), e.g. C-c, C-d, M-x, S-Tab; any "
-            "other string is typed as it is.",
+            description="Keys in order: named keys (Enter, Escape, Tab, BTab, Backspace, "
+            "Space, Up, Down, Left, Right, Home, End, Insert, Delete, PageUp, PageDown, "
+            "F1-F12); with modifiers C- (Ctrl), M- (Alt), S- (Shift), e.g. C-c, C-d, M-x, "
+            "S-Tab; any other string is typed as it is.",
         ),
     ],
 ) -> Annotated[CallToolResult, InputResult]:
+    session = await _session(ctx)
     with _tool_errors():
-        # terminal/sendKeys once "Commands that wait" lands: it also follows the
-        # terminal's cursor-key mode (ESC O A for arrows in vim and less).
+        info = await session.client.get(terminal_id)
         try:
-            data = key_bytes(keys).decode("utf-8")
-        except UnknownKeyError as error:
+            await session.client.send_keys(terminal_id, keys)
+        except InvalidParamsError as error:
             # Its remedy names the protocol's request; the model has the tool.
-            raise ToolError(str(error).replace("terminal/write", "write_input")) from None
-    return await _send(ctx, terminal_id, data)
+            raise ToolError(error.message.replace("terminal/write", "write_input")) from None
+    return _sent(terminal_id, json_list(keys), info.busy)
 
 
 async def _send(ctx: Context, terminal_id: int, data: str) -> CallToolResult:
@@ -257,15 +261,18 @@ async def _send(ctx: Context, terminal_id: int, data: str) -> CallToolResult:
             raise ValueError("nothing to send: text is empty and press_enter is false")
         info = await session.client.get(terminal_id)
         await session.client.write(terminal_id, data)
+    return _sent(terminal_id, repr(data)[1:-1], info.busy)  # Enter shows as \r
+
+
+def _sent(terminal_id: int, sent: str, busy: bool) -> CallToolResult:
     step = (
         f"Call wait_for_command with terminal_id {terminal_id} to see what the command "
         "does with it."
-        if info.busy
+        if busy
         else "No command was running: the shell itself received it (a command line "
         "typed at the prompt runs when Enter is pressed)."
     )
-    sent = repr(data)[1:-1]  # Enter shows as \r, Escape as \x1b
-    result = InputResult(terminal_id=terminal_id, sent=sent, busy=info.busy, next_step=step)
+    result = InputResult(terminal_id=terminal_id, sent=sent, busy=busy, next_step=step)
     return tool_result(render_input(result), result)
 
 
@@ -274,11 +281,24 @@ async def read_output(
 ) -> Annotated[CallToolResult, CommandResult]:
     session = await _session(ctx)
     with _tool_errors():
-        await session.client.get(terminal_id)  # an unknown id is an error, not "no output"
-        end = None
-        if terminal_id not in session.tracker.running:
-            end = session.tracker.last_end.get(terminal_id)
-        result = await session.result(terminal_id, None, end)
+        info = await session.client.get(terminal_id)  # an unknown id is an error
+        if info.last_command is None and not info.busy:
+            result = CommandResult(
+                terminal_id=terminal_id,
+                run_id=None,
+                command=None,
+                state="idle",
+                exit_code=None,
+                signal=None,
+                cwd=info.cwd,
+                duration_seconds=None,
+                output="",
+                task_id=info.task_id,
+            )
+        else:
+            # Not waiting: the terminal's current run (else its last) as it stands.
+            run = await session.client.wait(terminal_id=terminal_id, timeout=0)
+            result = await session.result(run)
     return tool_result(render_command(result, output_label="new output"), result)
 
 
@@ -306,11 +326,9 @@ async def kill_command(
         if not info.busy:
             result = KillResult(terminal_id=terminal_id, killed=False, result=None)
             return tool_result(render_kill(result), result)
-        current = session.tracker.running.get(terminal_id)
-        run_id = current.run_id if current is not None else None
-        end = await session.interrupt(terminal_id, run_id)
-        command = await session.result(terminal_id, run_id, end)
-    result = KillResult(terminal_id=terminal_id, killed=True, result=command)
+        run = await session.interrupt(terminal_id, None)
+        command = await session.result(run) if run is not None else None
+    result = KillResult(terminal_id=terminal_id, killed=run is not None, result=command)
     return tool_result(render_kill(result), result)
 
 

@@ -280,16 +280,24 @@ async def test_a_long_command_returns_at_the_bound_and_keeps_running(
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append(message)
 
-    # `read` holds the command until the test answers: it outlives the 1 s bound.
+    # `read` holds the command until the test answers: it outlives the 1 s bound
+    # (the call does not return at the question: yield_on_input is off).
     result = await quick.call(
         "run_command",
-        {"command": "echo first; read x; echo got $x", "cwd": str(tmp_path)},
+        {
+            "command": "echo first; read x; echo got $x",
+            "cwd": str(tmp_path),
+            "yield_on_input": False,
+        },
         progress_callback=on_progress,
     )
     running = result.structured_content
     assert running is not None
     assert (running["state"], running["exit_code"]) == ("running", None)
-    assert f"Call wait_for_command with terminal_id {running['terminal_id']}" in _text(result)
+    assert running["duration_seconds"] >= 1.0
+    # It waits for input all the while: the text says so, and how to go on.
+    assert running["waiting_for"]["kind"] == "input"
+    assert f"wait_for_command with terminal_id {running['terminal_id']}" in _text(result)
     assert progress
     assert "echo first" in (progress[0] or "")
     terminal = running["terminal_id"]
@@ -345,7 +353,7 @@ async def test_background_output_is_read_later_and_seen_over_json_rpc(
     assert seen.last_command == "echo bg-1; echo bg-2; (exit 4)"
     assert seen.cwd == str(tmp_path)
     read = await agent.ok("read_output", terminal_id=started["terminal_id"])
-    assert read["output"].split() == ["bg-1", "bg-2"]
+    assert read["output"].split() == ["bg-1", "bg-2"], (read, started)
     assert (read["state"], read["exit_code"]) == ("completed", 4)
 
 
@@ -447,6 +455,48 @@ async def test_keys_and_kill(agent: Agent, output: Output, tmp_path: Path) -> No
     assert closed["closed"] is True
     gone = await agent.call("read_output", {"terminal_id": terminal})
     assert gone.is_error
+
+
+async def test_a_question_is_returned_with_its_prompt_and_answered(
+    agent: Agent, tmp_path: Path
+) -> None:
+    command = "read -p 'Deploy to prod? [y/N] ' a; echo \"answer: $a\"; (exit 3)"
+    call = await agent.call("run_command", {"command": command, "cwd": str(tmp_path)})
+    asked = call.structured_content
+    assert asked is not None
+    assert asked["state"] == "running"
+    assert asked["waiting_for"]["kind"] == "input"
+    assert asked["waiting_for"]["prompt"].strip() == "Deploy to prod? [y/N]"
+    text = _text(call)
+    assert text.startswith("waiting for input after ")
+    assert "prompt: Deploy to prod? [y/N]" in text
+    assert "answer with write_input" in text
+    terminal = asked["terminal_id"]
+    await agent.ok("write_input", terminal_id=terminal, text="y")
+    ended = await agent.ok("wait_for_command", terminal_id=terminal)
+    assert (ended["state"], ended["exit_code"], ended["waiting_for"]) == ("completed", 3, None)
+    assert "answer: y" in ended["output"]
+    listed = await agent.ok("list_terminals", only_mine=True)
+    (mine,) = [t for t in listed["terminals"] if t["id"] == terminal]
+    assert (mine["state"], mine["waiting_for"]) == ("idle", None)
+
+
+@pytest.mark.skipif(shutil.which("less") is None, reason="less is not installed")
+async def test_a_pager_says_its_keys_and_send_keys_leaves_it(agent: Agent, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("".join(f"line {i}\n" for i in range(500)))
+    call = await agent.call("run_command", {"command": "less notes.txt", "cwd": str(tmp_path)})
+    opened = call.structured_content
+    assert opened is not None
+    assert opened["state"] == "running"
+    assert opened["waiting_for"]["kind"] == "fullScreen"
+    assert opened["waiting_for"]["program"] == "less"
+    keys = opened["waiting_for"]["keys"]
+    assert keys == ["q"]
+    assert 'less takes keys: leave it with send_keys ["q"]' in _text(call)
+    sent = await agent.ok("send_keys", terminal_id=opened["terminal_id"], keys=keys)
+    assert sent["sent"] == '["q"]'
+    ended = await agent.ok("wait_for_command", terminal_id=opened["terminal_id"])
+    assert (ended["state"], ended["exit_code"]) == ("completed", 0)
 
 
 # -- the client going away ---------------------------------------------------------------------

@@ -65,12 +65,14 @@ async def main() -> None:
         await call("run_command", command="echo building; sleep 5; echo built")
         running = await call("wait_for_command", terminal_id=1)
         assert running["state"] == "completed"
-        started = await call(
-            "run_command", command="echo 'name?'; read name; echo \"hello $name\"", background=True
+        asked = await call(
+            "run_command", command="read -p 'Deploy to staging? [y/N] ' a; echo \"deploying: $a\""
         )
-        await call("read_output", terminal_id=started["terminal_id"])
-        await call("write_input", terminal_id=started["terminal_id"], text="Ada")
-        await call("wait_for_command", terminal_id=started["terminal_id"])
+        await call("write_input", terminal_id=asked["terminal_id"], text="y")
+        await call("wait_for_command", terminal_id=asked["terminal_id"])
+        pager = await call("run_command", command="seq 1 200 > numbers.txt; less numbers.txt")
+        await call("send_keys", terminal_id=pager["terminal_id"], keys=pager["waiting_for"]["keys"])
+        await call("wait_for_command", terminal_id=pager["terminal_id"])
         await call("run_command", command="sleep 2; echo finished", background=True)
         await call("environment_details")
         await call("list_terminals")
