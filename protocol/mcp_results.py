@@ -109,7 +109,9 @@ class EnvironmentResult(BaseModel):
 
 class InputResult(BaseModel):
     terminal_id: int
-    sent: str = Field(description="What was sent, escaped (\\r is Enter).")
+    sent: str = Field(
+        description="What was sent, escaped (\\r is Enter); for a password, only its length."
+    )
     busy: bool = Field(description="A command was running in the terminal when it was sent.")
     next_step: str
 

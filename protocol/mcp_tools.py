@@ -261,7 +261,12 @@ async def _send(ctx: Context, terminal_id: int, data: str) -> CallToolResult:
             raise ValueError("nothing to send: text is empty and press_enter is false")
         info = await session.client.get(terminal_id)
         await session.client.write(terminal_id, data)
-    return _sent(terminal_id, repr(data)[1:-1], info.busy)  # Enter shows as \r
+    sent = repr(data)[1:-1]  # Enter shows as \r
+    if info.state == "waitingForPassword":
+        # Not repeated into the host's transcript and logs.
+        secret = data.removesuffix("\r")
+        sent = f"({len(secret)} characters, not shown)" + ("\\r" if secret != data else "")
+    return _sent(terminal_id, sent, info.busy)
 
 
 def _sent(terminal_id: int, sent: str, busy: bool) -> CallToolResult:

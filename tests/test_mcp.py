@@ -481,6 +481,19 @@ async def test_a_question_is_returned_with_its_prompt_and_answered(
     assert (mine["state"], mine["waiting_for"]) == ("idle", None)
 
 
+async def test_a_password_is_answered_and_not_repeated(agent: Agent, tmp_path: Path) -> None:
+    command = "read -s -p 'Password: ' pw; echo; echo length=${#pw}"
+    asked = await agent.ok("run_command", command=command, cwd=str(tmp_path))
+    assert asked["waiting_for"]["kind"] == "password"
+    sent = await agent.call("write_input", {"terminal_id": asked["terminal_id"], "text": "hunter2"})
+    assert sent.structured_content is not None
+    assert sent.structured_content["sent"] == "(7 characters, not shown)\\r"
+    assert "hunter2" not in _text(sent)
+    ended = await agent.ok("wait_for_command", terminal_id=asked["terminal_id"])
+    assert ended["output"].split()[-1] == "length=7"
+    assert "hunter2" not in ended["output"]
+
+
 @pytest.mark.skipif(shutil.which("less") is None, reason="less is not installed")
 async def test_a_pager_says_its_keys_and_send_keys_leaves_it(agent: Agent, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("".join(f"line {i}\n" for i in range(500)))
