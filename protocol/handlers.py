@@ -21,7 +21,8 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from registry.errors import UnknownTerminalError
-from registry.output import compress_terminal_output
+from registry.full_output import run_output
+from registry.model_text import TextLimits, last_line
 from registry.run import TerminalRun
 
 from . import methods
@@ -42,15 +43,8 @@ def _info(ls: ConnectionServer, terminal: Any) -> Any:
     return wire.unstructure(terminal_info(ls.registry, terminal))
 
 
-def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
-    settings = ls.settings
-    text = run.text()
-    output = compress_terminal_output(
-        text,
-        settings.output_line_limit,
-        settings.output_character_limit,
-        settings.compress_progress_bar,
-    )
+async def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
+    output = await run_output(run, ls.registry, ls.settings)
     stdout = run.stdout
     stderr = run.stderr
     return wire.RunResult(
@@ -60,13 +54,14 @@ def run_result(ls: ConnectionServer, run: TerminalRun) -> wire.RunResult:
         state=run.state.value,
         exit_code=run.exit_code,
         signal=run.signal,
-        output=output,
-        truncated=run.dropped_bytes > 0 or "omitted...]" in output[: len(output)],
+        output=output.text.text,
+        truncated=output.text.truncated,
         cwd=run.cwd,
         duration_ms=round(run.duration * 1000),
         stdout=stdout.decode("utf-8", "replace") if stdout is not None else None,
         stderr=stderr.decode("utf-8", "replace") if stderr is not None else None,
         note=run.note,
+        full_output_path=output.full_output_path,
         limit=run.limit,
         waiting_for=_waiting_for(ls, run),
     )
@@ -119,7 +114,7 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
         limits=engine_limits(p.limits),
     )
     if p.background:
-        return wire.unstructure(run_result(ls, started))
+        return wire.unstructure(await run_result(ls, started))
     progress = _Progress(ls, p.work_done_token, started) if p.work_done_token else None
     try:
         await registry.wait(started, yield_on_input=p.yield_on_input)
@@ -131,7 +126,7 @@ async def run(ls: ConnectionServer, params: Any) -> Any:
     finally:
         if progress is not None:
             progress.end()
-    return wire.unstructure(run_result(ls, started))
+    return wire.unstructure(await run_result(ls, started))
 
 
 async def wait(ls: ConnectionServer, params: Any) -> Any:
@@ -149,7 +144,7 @@ async def wait(ls: ConnectionServer, params: Any) -> Any:
     timeout = p.timeout_ms / 1000 if p.timeout_ms is not None else None
     # Cancelling a wait stops the waiting, not the command (terminal/kill does that).
     await registry.wait(run, timeout=timeout, yield_on_input=p.yield_on_input)
-    return wire.unstructure(run_result(ls, run))
+    return wire.unstructure(await run_result(ls, run))
 
 
 async def send_keys(ls: ConnectionServer, params: Any) -> Any:
@@ -287,13 +282,10 @@ class _Progress:
     async def _report(self) -> None:
         last = ""
         started = time.monotonic()
-        compress = self._ls.settings.compress_progress_bar
+        limits = TextLimits.of(self._ls.settings)
         while not self._run.done:
             await asyncio.sleep(PROGRESS_INTERVAL)
-            text = self._run.output[-4096:].decode("utf-8", "replace")
-            cleaned = compress_terminal_output(text, None, None, compress)
-            lines = [line for line in cleaned.splitlines() if line.strip()]
-            line = lines[-1] if lines else ""
+            line = last_line(self._run.output[-4096:].decode("utf-8", "replace"), limits)
             if line != last:
                 last = line
                 elapsed = time.monotonic() - started

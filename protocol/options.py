@@ -47,6 +47,8 @@ class InitializationOptions:
     shell_integration_timeout_ms: float | None = attrs.field(default=None, metadata=_MS)
     output_line_limit: int | None = attrs.field(default=None, metadata=_COUNT)
     output_character_limit: int | None = attrs.field(default=None, metadata=_COUNT)
+    output_line_character_limit: int | None = attrs.field(default=None, metadata=_COUNT)
+    full_output_cap_bytes: int | None = attrs.field(default=None, metadata=_COUNT)
     compress_progress_bar: bool | None = None
     default_shell: str | None = attrs.field(default=None, metadata=_TEXT)
     #: ``null`` here means "no timeout", not "unset".

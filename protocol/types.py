@@ -250,6 +250,8 @@ class RunResult:
     limit: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
     #: Added field: a run still going whose terminal waits (yieldOnInput, terminal/wait).
     waiting_for: WaitingFor | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
+    #: Added field: when ``output`` was cut, a file with all of it (cleaned).
+    full_output_path: str | None = attrs.field(default=None, metadata={OMIT_IF_NONE: True})
 
 
 @attrs.define

@@ -61,6 +61,10 @@ class Settings:
     #: Text for models: at most this many lines and characters (head and tail kept).
     output_line_limit: int = 500
     output_character_limit: int = 50_000
+    #: A longer line keeps its head and tail (half each) with the count between.
+    output_line_character_limit: int = 5_000
+    #: Full outputs of runs whose text was cut, kept as files per terminal (bytes).
+    full_output_cap: int = 64 * 1024 * 1024
     #: Collapse carriage-return and backspace overwrites (progress bars).
     compress_progress_bar: bool = True
     #: Hot processes: output within this long keeps a terminal hot ...

@@ -14,9 +14,11 @@ from collections.abc import Callable
 
 from .config import Settings
 from .environment import ReportedRun, ReportedTerminal
+from .full_output import FullOutputs
 from .hot import HotTracker
+from .model_text import TextLimits
 from .run import TerminalRun
-from .terminals.base import Terminal
+from .terminals.base import Terminal, TerminalListener
 from .unread import RunOutputQueue, UnreadRun
 from .waiting import TerminalState
 
@@ -43,12 +45,10 @@ class TerminalEntry:
         self.claimed = False
         #: The normalised live cwd it is indexed under.
         self.key = normalise_path(terminal.cwd)
-        self.unread = RunOutputQueue(
-            settings.run_output_cap,
-            settings.output_line_limit,
-            settings.output_character_limit,
-            settings.compress_progress_bar,
-        )
+        self.unread = RunOutputQueue(settings.run_output_cap, TextLimits.of(settings))
+        #: Files with the whole output of runs whose text for a model was cut.
+        self.full_outputs = FullOutputs(settings.full_output_cap)
+        terminal.subscribe(_BetweenRuns(self))
         self.hot = HotTracker(settings.hot_timeout, settings.hot_compiling_timeout)
         self.cool_timer: asyncio.TimerHandle | None = None
         #: Said on the next run's note: why this terminal runs it (a fallback, a
@@ -88,6 +88,10 @@ class TerminalEntry:
             self.unread.output(run, data)
         self._schedule_cooling(cooled)
         return not was_hot
+
+    def between_runs(self, data: bytes) -> None:
+        """Output of no command (a background job's): unread, for the task bound now."""
+        self.unread.between_runs(data, self.task_id)
 
     def _schedule_cooling(self, cooled: Callable[[], None]) -> None:
         if self.cool_timer is not None:
@@ -142,3 +146,13 @@ def _reported(unread: UnreadRun) -> ReportedRun:
         unread.ended,
         unread.text,
     )
+
+
+class _BetweenRuns(TerminalListener):
+    """Output of no command (a background job's) joins the entry's unread output."""
+
+    def __init__(self, entry: TerminalEntry) -> None:
+        self._entry = entry
+
+    def on_idle_output(self, terminal: Terminal, data: bytes) -> None:
+        self._entry.between_runs(data)

@@ -9,6 +9,11 @@ A terminal that waits says so in one line the model can act on (:func:`describe_
 "waiting for input: `continue? `", "`less` is open full screen: press q", "a
 background job is stopped on terminal input (`cat`, pid 4242)".
 
+Output goes in fenced code blocks, each fence longer than any run of backticks in
+it: a ``#``, ``*`` or ``<b>`` a command printed stays text, and a preview shows each
+output as the block it is.  Output between commands (a background job's) is
+reported as such, under no command line.
+
 This module only formats.  The registry decides which terminals are covered, waits
 for hot ones to cool down, and takes the snapshots rendered here
 (:class:`ReportedTerminal`, :class:`ReportedRun`), retrieving their unread output so
@@ -17,6 +22,7 @@ the next report does not repeat it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,15 +33,18 @@ __all__ = [
     "EnvironmentReport",
     "ReportedRun",
     "ReportedTerminal",
+    "code_span",
     "describe_wait",
+    "fenced",
     "render_report",
 ]
 
 
 @dataclass(frozen=True)
 class ReportedRun:
-    run_id: int
-    command_line: str
+    #: None (and no command line) for output between runs.
+    run_id: int | None
+    command_line: str | None
     state: str
     exit_code: int | None
     ended: bool
@@ -134,16 +143,40 @@ def describe_wait(state: WaitState) -> str | None:
 
 
 def _runs_text(runs: list[ReportedRun], current: str | None) -> str:
-    """Completed runs each under their command line; the running one's output bare."""
+    """Completed runs each under their command line, output between runs under its
+    own heading; the running one's output without one.  Every output fenced."""
     blocks: list[str] = []
     for run in runs:
+        if run.command_line is None:
+            blocks.append(f"Output between commands (background jobs):\n{fenced(run.output)}")
+            continue
         if not run.ended:
             if run.output:
-                blocks.append(run.output)
+                blocks.append(fenced(run.output))
             continue
-        header = f"Command: `{run.command_line}` ({_outcome(run)})"
-        blocks.append(f"{header}\n{run.output}" if run.output else header)
+        header = f"Command: {code_span(run.command_line)} ({_outcome(run)})"
+        blocks.append(f"{header}\n{fenced(run.output)}" if run.output else header)
     return "\n".join(blocks)
+
+
+_BACKTICKS = re.compile("`+")
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(found) for found in _BACKTICKS.findall(text)), default=0)
+
+
+def fenced(text: str) -> str:
+    """``text`` as a fenced code block whose fence no line of it can close."""
+    fence = "`" * max(3, _longest_backticks(text) + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
+def code_span(text: str) -> str:
+    """``text`` as inline code, whatever backticks it holds (CommonMark's rule)."""
+    ticks = "`" * (_longest_backticks(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def _outcome(run: ReportedRun) -> str:

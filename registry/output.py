@@ -1,27 +1,32 @@
 """Output: the bounded raw buffer, and turning terminal bytes into text.
 
 Raw bytes are kept for mirroring and exactness; they are bounded by keeping a head
-and a tail and counting what fell out between.  Text for people and models is made
-from them by stripping escape sequences (this module) and, later in the pipeline,
-collapsing overwrites and truncating.
+and a tail and counting what fell out between (bytes, characters and lines, so a
+report can say how much it never saw).  Text for models is made from what is kept
+by :mod:`registry.model_text`.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
-import unicodedata
+from dataclasses import dataclass
 
-__all__ = [
-    "BoundedBuffer",
-    "IncrementalText",
-    "apply_run_length_encoding",
-    "compress_terminal_output",
-    "process_backspaces",
-    "process_carriage_returns",
-    "strip_escape_sequences",
-    "truncate_output",
-]
+__all__ = ["BoundedBuffer", "IncrementalText", "KeptOutput", "strip_escape_sequences"]
+
+
+@dataclass(frozen=True)
+class KeptOutput:
+    """What a :class:`BoundedBuffer` holds, as text: its head, its tail, and what fell
+    out between them (none: ``tail`` is empty and ``head`` is everything)."""
+
+    head: str
+    tail: str = ""
+    dropped_bytes: int = 0
+    #: Characters and line ends among the dropped bytes (a character split by a cut
+    #: may count as two).
+    dropped_characters: int = 0
+    dropped_lines: int = 0
 
 
 class BoundedBuffer:
@@ -40,6 +45,8 @@ class BoundedBuffer:
         self._head = bytearray()
         self._tail = bytearray()
         self._trimmed = 0
+        self._trimmed_characters = 0
+        self._trimmed_lines = 0
         self._total = 0
 
     def append(self, data: bytes) -> None:
@@ -53,8 +60,11 @@ class BoundedBuffer:
         self._tail += data
         excess = len(self._tail) - self._tail_cap
         if excess > max(self._tail_cap // 4, 64 * 1024):
+            characters, lines = _count(bytes(self._tail[:excess]))
             del self._tail[:excess]
             self._trimmed += excess
+            self._trimmed_characters += characters
+            self._trimmed_lines += lines
 
     @property
     def total(self) -> int:
@@ -77,6 +87,23 @@ class BoundedBuffer:
             tail = _skip_partial_char(bytes(tail))
         return bytes(self._head) + bytes(tail)
 
+    def kept(self) -> KeptOutput:
+        """The held bytes as text, with what was dropped between head and tail."""
+        if not self.dropped:
+            return KeptOutput(self.getvalue().decode("utf-8", "replace"))
+        over = len(self._tail) - self._tail_cap
+        characters, lines = _count(bytes(self._tail[:over])) if over > 0 else (0, 0)
+        tail = self._tail[-self._tail_cap :] if self._tail_cap else b""
+        # The head may end inside a character (the decoder leaves it out), the tail
+        # start inside one (skipped).
+        return KeptOutput(
+            codecs.getincrementaldecoder("utf-8")("replace").decode(bytes(self._head)),
+            _skip_partial_char(bytes(tail)).decode("utf-8", "replace"),
+            self.dropped,
+            self._trimmed_characters + characters,
+            self._trimmed_lines + lines,
+        )
+
     def tail(self, max_bytes: int) -> bytes:
         """The most recent ``max_bytes`` held bytes, starting on a character."""
         data = self.getvalue()
@@ -88,7 +115,17 @@ class BoundedBuffer:
         self._head.clear()
         self._tail.clear()
         self._trimmed = 0
+        self._trimmed_characters = 0
+        self._trimmed_lines = 0
         self._total = 0
+
+
+def _count(data: bytes) -> tuple[int, int]:
+    """(characters, line ends) in ``data``: ASCII is checked in C before decoding."""
+    lines = data.count(b"\n")
+    if data.isascii():
+        return len(data), lines
+    return len(data.decode("utf-8", "replace")), lines
 
 
 def _skip_partial_char(data: bytes) -> bytes:
@@ -139,186 +176,3 @@ def strip_escape_sequences(text: str) -> str:
     if "\x1b" not in text and "\x9b" not in text:
         return text
     return _ESCAPES.sub("", text)
-
-
-# -- text for models -------------------------------------------------------------------
-#
-# The pipeline: strip escape sequences -> process_carriage_returns -> process_backspaces
-# -> apply_run_length_encoding -> truncate_output.  Everything works on str code points;
-# a cut never splits a character.
-
-
-def process_carriage_returns(text: str) -> str:
-    r"""Apply ``\r`` overwrites within each line, as a terminal would show them.
-
-    Each ``\r``-separated segment overwrites the line from column 0; the rest of the
-    longer earlier content stays (``"Initial text\rnext\r"`` -> ``"nextial text"``).
-    Empty segments change nothing, so ``\r\n`` is a plain line end.  Where an
-    overwrite would leave a combining mark or variation selector orphaned at the cut,
-    that one code point becomes a space.
-    """
-    if "\r" not in text:
-        return text
-    return "\n".join(_overwrite_line(line) for line in text.split("\n"))
-
-
-def _overwrite_line(line: str) -> str:
-    if "\r" not in line:
-        return line
-    segments = line.split("\r")
-    current = segments[0]
-    for segment in segments[1:]:
-        if not segment:
-            continue
-        if len(segment) >= len(current):
-            current = segment
-            continue
-        rest = current[len(segment) :]
-        if _is_mark(rest[0]):
-            rest = " " + rest[1:]
-        current = segment + rest
-    return current
-
-
-def _is_mark(char: str) -> bool:
-    code = ord(char)
-    return (
-        unicodedata.combining(char) != 0
-        or 0xFE00 <= code <= 0xFE0F
-        or 0x1F3FB <= code <= 0x1F3FF
-        or code == 0x200D
-    )
-
-
-def process_backspaces(text: str) -> str:
-    r"""``\b`` deletes the character before it (``"abc\b\bxy"`` -> ``"axy"``).
-
-    As on a terminal, a backspace never moves back past the start of its line.
-    """
-    if "\b" not in text:
-        return text
-    out: list[str] = []
-    line_start = 0
-    for piece in _BACKSPACES.split(text):
-        if piece.startswith("\b"):
-            keep = max(line_start, len(out) - len(piece))
-            del out[keep:]
-        else:
-            out.extend(piece)
-            newline = piece.rfind("\n")
-            if newline >= 0:
-                line_start = len(out) - (len(piece) - newline - 1)
-    return "".join(out)
-
-
-_BACKSPACES = re.compile(r"(\x08+)")
-
-
-def apply_run_length_encoding(text: str) -> str:
-    """A run of identical lines becomes the line plus a note, when that is shorter.
-
-    ``"a\\na\\na\\n"`` stays as it is (the note would be longer); 50 identical
-    progress lines become one line and ``<previous line repeated 49 additional
-    times>``.
-    """
-    if not text:
-        return text
-    lines = text.splitlines(keepends=True)
-    out: list[str] = []
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        end = index + 1
-        while end < len(lines) and lines[end] == line:
-            end += 1
-        repeats = end - index - 1
-        note = f"<previous line repeated {repeats} additional times>\n"
-        if repeats and len(note) < len(line) * repeats:
-            out.append(line if line.endswith("\n") else line + "\n")
-            out.append(note)
-        else:
-            out.extend(lines[index:end])
-        index = end
-    return "".join(out)
-
-
-def truncate_output(
-    text: str, line_limit: int | None = 500, char_limit: int | None = 50_000
-) -> str:
-    """Keep 20 % head and 80 % tail, character limit first, then line limit.
-
-    Over the character limit the text is cut by characters (and that is the result);
-    otherwise, over the line limit, by whole lines.  The marker says how much went.
-    """
-    if char_limit and len(text) > char_limit:
-        head = int(char_limit * 0.2)
-        tail = char_limit - head
-        omitted = len(text) - char_limit
-        end = text[-tail:] if tail else ""
-        return f"{text[:head]}\n[...{omitted} characters omitted...]\n{end}"
-    if not line_limit:
-        return text
-    total = text.count("\n") + 1
-    if total <= line_limit:
-        return text
-    head_lines = int(line_limit * 0.2)
-    tail_lines = line_limit - head_lines
-    head_end = 0
-    for _ in range(head_lines):
-        head_end = text.index("\n", head_end) + 1
-    tail_start = newline = len(text)
-    for _ in range(tail_lines):
-        newline = text.rindex("\n", 0, newline)
-        tail_start = newline + 1
-    omitted = total - line_limit
-    return f"{text[:head_end]}\n[...{omitted} lines omitted...]\n\n{text[tail_start:]}"
-
-
-def compress_terminal_output(
-    text: str,
-    line_limit: int | None = 500,
-    char_limit: int | None = 50_000,
-    compress_progress_bar: bool = True,
-) -> str:
-    """Terminal text as a model should read it: the whole pipeline.
-
-    With ``compress_progress_bar`` off, carriage returns and backspaces are left
-    alone except that ``\\r\\n`` line ends become ``\\n``.
-    """
-    if char_limit and len(text) > _HUGE_FACTOR * char_limit:
-        return _compress_huge(text, char_limit, compress_progress_bar)
-    return truncate_output(_clean(text, compress_progress_bar), line_limit, char_limit)
-
-
-#: Text this many times the character limit is cleaned only where it will be kept.
-_HUGE_FACTOR = 8
-
-
-def _clean(text: str, compress_progress_bar: bool) -> str:
-    text = strip_escape_sequences(text)
-    if compress_progress_bar:
-        text = process_backspaces(process_carriage_returns(text))
-    else:
-        text = text.replace("\r\n", "\n")
-    return apply_run_length_encoding(text)
-
-
-def _compress_huge(text: str, char_limit: int, compress_progress_bar: bool) -> str:
-    """The pipeline on the parts that survive truncation, not on megabytes.
-
-    Only the head (20 %) and tail (80 %) of the character budget are kept, so only
-    generous windows at both ends -- cut at line ends, so overwrites and repeats
-    within a line are handled as in the whole text -- go through the pipeline.  The
-    omitted count is then of the raw characters left out.
-    """
-    head_budget = int(char_limit * 0.2)
-    tail_budget = char_limit - head_budget
-    head_raw = text[: 4 * char_limit]
-    head_raw = head_raw[: head_raw.rfind("\n") + 1] or head_raw
-    tail_raw = text[-8 * char_limit :]
-    tail_raw = tail_raw[tail_raw.find("\n") + 1 :] or tail_raw
-    head = _clean(head_raw, compress_progress_bar)[:head_budget]
-    tail = _clean(tail_raw, compress_progress_bar)
-    tail = tail[-tail_budget:] if tail_budget else ""
-    omitted = len(text) - len(head) - len(tail)
-    return f"{head}\n[...{omitted} characters omitted...]\n{tail}"

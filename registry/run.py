@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator
 from enum import StrEnum
 from typing import Any
 
-from .output import BoundedBuffer
+from .output import BoundedBuffer, KeptOutput
 from .processes import boot_clock, signal_name
 
 __all__ = ["RunState", "TerminalRun"]
@@ -127,6 +127,10 @@ class TerminalRun:
 
     def text(self) -> str:
         return self.output.decode("utf-8", "replace")
+
+    def kept_output(self) -> KeptOutput:
+        """The output held, as text, and what was dropped between its head and tail."""
+        return self._output.kept()
 
     # -- start -------------------------------------------------------------------
 

@@ -1,5 +1,10 @@
 """Output not yet retrieved: per terminal, a queue of runs and what they have not handed out.
 
+Output between runs (a background job's, a job notice) is queued too, in time order
+with the runs, as the output of no command: ``run_id`` and ``command_line`` None.
+Only its complete lines are handed out; a line left open when the next command
+starts is the prompt's or what was typed there, and is dropped.
+
 Completed runs stay queued on their terminal until their output has been retrieved;
 retrieving marks it read, so the next report does not repeat it.  While a run is
 still going only complete lines are handed out (a half-written line waits for its
@@ -13,7 +18,8 @@ import dataclasses
 from collections import deque
 from dataclasses import dataclass
 
-from .output import BoundedBuffer, IncrementalText, compress_terminal_output
+from .model_text import TextLimits, model_text
+from .output import BoundedBuffer, IncrementalText
 from .run import RunState, TerminalRun
 
 __all__ = ["MAX_UNREAD_RUNS", "RunOutputQueue", "UnreadRun"]
@@ -30,18 +36,34 @@ UNREAD_RAW_MIN = 1024 * 1024
 class UnreadRun:
     """What one run had not yet handed out, cleaned for a model."""
 
-    run_id: int
-    command_line: str
+    #: None for output between runs (of no command).
+    run_id: int | None
+    command_line: str | None
     state: RunState
     exit_code: int | None
     ended: bool
     text: str
 
 
+class _Between:
+    """Output between two runs, standing in for a run in the queue."""
+
+    id: int | None = None
+    command_line: str | None = None
+    state = RunState.COMPLETED
+    exit_code: int | None = None
+    output_replaced = False
+
+    def __init__(self, task_id: str | None) -> None:
+        self.task_id = task_id
+        #: The next run has started: nothing more joins this.
+        self.done = False
+
+
 class _Entry:
     __slots__ = ("decoder", "pending", "run", "taken", "trimmed")
 
-    def __init__(self, run: TerminalRun, cap: int) -> None:
+    def __init__(self, run: TerminalRun | _Between, cap: int) -> None:
         self.run = run
         self.pending = BoundedBuffer(cap)
         self.decoder = IncrementalText()
@@ -53,23 +75,18 @@ class _Entry:
 class RunOutputQueue:
     """The unread output of one terminal's runs, oldest first."""
 
-    def __init__(
-        self,
-        cap: int,
-        line_limit: int = 500,
-        char_limit: int = 50_000,
-        compress_progress_bar: bool = True,
-    ) -> None:
+    def __init__(self, cap: int, limits: TextLimits | None = None) -> None:
+        self._limits = limits or TextLimits()
+        char_limit = self._limits.characters or 50_000
         self._cap = min(cap, max(UNREAD_RAW_MIN, 8 * char_limit))
-        self._line_limit = line_limit
-        self._char_limit = char_limit
-        self._compress = compress_progress_bar
         self._entries: deque[_Entry] = deque()
         #: Unread runs dropped whole (past MAX_UNREAD_RUNS), not yet said.
         self._dropped_runs = 0
         self._held = 0
 
     def run_started(self, run: TerminalRun) -> None:
+        if self._entries and isinstance(self._entries[-1].run, _Between):
+            self._entries[-1].run.done = True
         self._entries.append(_Entry(run, self._cap))
         ended = [e for e in self._entries if e.run.done]
         while len(ended) > MAX_UNREAD_RUNS:
@@ -77,6 +94,27 @@ class RunOutputQueue:
             oldest = ended.pop(0)
             self._entries.remove(oldest)
             self._dropped_runs += 1
+
+    def between_runs(self, data: bytes, task_id: str | None) -> None:
+        """Output of no command (the terminal's task was ``task_id``)."""
+        entries = self._entries
+        last = entries[-1] if entries else None
+        target = None
+        if last is not None and not last.run.done and len(entries) > 1:
+            # A command has just started (bash's job notices come right after its
+            # start marker): what it did not write belongs with what came before it.
+            before = entries[-2]
+            if isinstance(before.run, _Between) and before.run.task_id == task_id:
+                target = before
+        if target is None:
+            if last is None or not isinstance(last.run, _Between) or last.run.done:
+                last = _Entry(_Between(task_id), self._cap)
+                entries.append(last)
+            target = last
+        target.pending.append(data)
+        self._held += len(data)
+        if self._held > 3 * self._cap:
+            self._trim()
 
     def output(self, run: TerminalRun, data: bytes) -> None:
         # The newest entry is almost always the one: check it before searching.
@@ -147,14 +185,16 @@ class RunOutputQueue:
             if run_id is not None and run.id != run_id:
                 continue
             ended = run.done
+            between = isinstance(run, _Between)
             data = entry.pending.getvalue()
             if entry.trimmed and not peek:
                 data = _trimmed_notice(entry.trimmed) + data
                 entry.trimmed = 0
-            if not ended:
+            if not ended or between:
+                # A line still open between runs is the prompt's or what was typed.
                 cut = data.rfind(b"\n") + 1
                 rest, data = data[cut:], data[:cut]
-            else:
+            if ended:
                 rest = b""
             if peek:
                 text = entry.decoder.peek(data, final=ended)
@@ -166,7 +206,7 @@ class RunOutputQueue:
                 text = entry.decoder.decode(data, final=ended)
                 if ended:
                     self._entries.remove(entry)
-            if text or ended:
+            if text.strip() if between else text or ended:
                 taken.append(
                     UnreadRun(
                         run.id,
@@ -174,9 +214,7 @@ class RunOutputQueue:
                         run.state,
                         run.exit_code,
                         ended,
-                        compress_terminal_output(
-                            text, self._line_limit, self._char_limit, self._compress
-                        ).rstrip("\n"),
+                        model_text(text, self._limits).text.rstrip("\n"),
                     )
                 )
         if self._dropped_runs and taken and not peek and run_id is None:

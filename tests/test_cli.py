@@ -67,7 +67,7 @@ def test_run_env_list_and_stop_through_the_background_server(
     assert "started a background server" not in second.stderr
     env = cli("env", "--task", "t", env=runtime_dir)
     assert env.returncode == 0
-    assert "Command: `mkdir -p d && cd d && echo made` (exit code 0)\nmade" in env.stdout
+    assert "Command: `mkdir -p d && cd d && echo made` (exit code 0)\n```\nmade" in env.stdout
     listed = json.loads(cli("list", "--json", env=runtime_dir).stdout)
     assert len(listed) == 1
     assert listed[0]["taskId"] == "t"

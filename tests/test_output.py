@@ -6,49 +6,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from registry.output import (
-    BoundedBuffer,
-    IncrementalText,
-    apply_run_length_encoding,
-    compress_terminal_output,
-    process_backspaces,
-    process_carriage_returns,
-    strip_escape_sequences,
-    truncate_output,
-)
+from registry.model_text import TextLimits, cut, fold_repeats, model_text
+from registry.output import BoundedBuffer, IncrementalText, strip_escape_sequences
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("Initial text\rnext\r", "nextial text"),
-        ("abc\r\ndef\r\n", "abc\ndef\n"),
-        ("no carriage return", "no carriage return"),
-        ("10%\r20%\r100%\n", "100%\n"),
-        ("long line\rsh", "shng line"),
-        ("a\r\r\rb", "b"),
-        ("progress [==  ]\rprogress [====]\ndone", "progress [====]\ndone"),
-        ("e\u0301tat\rX", "X\u0301tat".replace("\u0301", " ")),
-        ("\r", ""),
-    ],
-)
-def test_process_carriage_returns(text: str, expected: str) -> None:
-    assert process_carriage_returns(text) == expected
+def truncate_output(text: str, line_limit: int | None, char_limit: int | None) -> str:
+    return cut(text, line_limit, char_limit).text
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("abc\b\bxy", "axy"),
-        ("abc\b", "ab"),
-        ("\b\bstart", "start"),
-        ("ab\n\b\bc", "ab\nc"),
-        ("x\b\b\by", "y"),
-        ("no backspace", "no backspace"),
-    ],
-)
-def test_process_backspaces(text: str, expected: str) -> None:
-    assert process_backspaces(text) == expected
+def compress_terminal_output(
+    text: str,
+    line_limit: int | None = 500,
+    char_limit: int | None = 50_000,
+    compress_progress_bar: bool = True,
+) -> str:
+    return model_text(text, TextLimits(line_limit, char_limit, None, compress_progress_bar)).text
+
+
+# Carriage returns and backspaces: tests/test_render.py, against pyte.
 
 
 @pytest.mark.parametrize(
@@ -70,8 +45,8 @@ def test_process_backspaces(text: str, expected: str) -> None:
         ("short\n" * 3 + "short", "short\n" * 3 + "short"),
     ],
 )
-def test_apply_run_length_encoding(text: str, expected: str) -> None:
-    assert apply_run_length_encoding(text) == expected
+def test_fold_repeats(text: str, expected: str) -> None:
+    assert fold_repeats(text) == expected
 
 
 def test_truncate_output_characters_first() -> None:

@@ -322,7 +322,7 @@ async def test_environment_details_with_a_real_background_loop(tmp_path: Path) -
             f"### Working Directory: `{tmp_path}`\n"
             "### New Output\n"
             "Command: `bash -c 'for i in 1 2 3; do echo $i; sleep 1; done'` (exit code 0)\n"
-            "1\n2\n3\n"
+            "```\n1\n2\n3\n```\n"
         )
         assert (await reg.environment_details("t", cooldown_timeout=0)).markdown == ""
     finally:
@@ -344,7 +344,7 @@ async def test_environment_details_active_terminal(tmp_path: Path) -> None:
             "### Original command: `echo serving; read x`\n"
             # read prints no prompt: the question is the line above the cursor.
             "### State: waiting for input: `serving`\n"
-            "### New Output\nserving\n"
+            "### New Output\n```\nserving\n"
         )
         assert terminal.command_line == "echo serving; read x"
         await reg.get(1).write("\r")
@@ -424,4 +424,4 @@ async def test_foreground_run_output_is_not_news(reg: TerminalRegistry, tmp_path
     await background.wait()
     markdown = (await reg.environment_details("t", cooldown_timeout=0)).markdown
     assert "seen" not in markdown
-    assert "Command: `echo later` (exit code 0)\nlater" in markdown
+    assert "Command: `echo later` (exit code 0)\n```\nlater" in markdown

@@ -213,7 +213,10 @@ async def test_background_run_then_output_and_environment_details(
     assert started["exitCode"] is None
     await server.notification("terminal/didEndRun", runId=started["runId"])
     details = await server.call("environment/details", {"taskId": "bg", "cooldownTimeoutMs": 0})
-    assert "Command: `echo one; sleep 0.5; echo two` (exit code 0)\none\ntwo" in details["markdown"]
+    assert (
+        "Command: `echo one; sleep 0.5; echo two` (exit code 0)\n```\none\ntwo"
+        in details["markdown"]
+    )
     assert "bg" in [t["taskId"] for t in details["terminals"]]
     again = await server.call("environment/details", {"taskId": "bg", "cooldownTimeoutMs": 0})
     assert again["markdown"] == ""

@@ -68,6 +68,10 @@ class TerminalListener:
     def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
         """Raw output (escape sequences kept, markers removed) as it arrives."""
 
+    def on_idle_output(self, terminal: Terminal, data: bytes) -> None:
+        """Output of no command, between runs: a background job's, a job notice.
+        (It reached :meth:`on_output` too; prompts and typed echo are not this.)"""
+
     def on_run_start(self, terminal: Terminal, run: TerminalRun) -> None:
         """A command started (including one typed into the terminal)."""
 
@@ -279,12 +283,15 @@ class Terminal(abc.ABC):
     def unsubscribe(self, listener: TerminalListener) -> None:
         self._listeners.remove(listener)
 
-    def _output(self, data: bytes, run: TerminalRun | None) -> None:
-        """Output arrived: into the replay buffer, then to the listeners."""
+    def _output(self, data: bytes, run: TerminalRun | None, *, idle: bool = False) -> None:
+        """Output arrived: into the replay buffer, then to the listeners; ``idle``: it
+        is no command's (between runs)."""
         self._replay.append(data)
         if run is not None and self._run_limits is not None and run is self.current_run:
             self._run_limits.output(len(data))
         self._listeners.call(lambda listener: listener.on_output(self, data, run))
+        if idle:
+            self._listeners.call(lambda listener: listener.on_idle_output(self, data))
 
     def _changed(self) -> None:
         self._listeners.call(lambda listener: listener.on_change(self))

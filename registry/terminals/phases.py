@@ -68,6 +68,7 @@ class Submission(enum.Enum):
     CLAIMED = "claimed"
     #: A multi-line command typed line by line (no bracketed paste); lines remain.
     TYPING_LINES = "typing-lines"
+    TYPED = "typed"  #: typed at the prompt (write()), not run yet: what shows is echo
 
 
 #: The phases in which a command is running (submitted, or printing output).
@@ -237,7 +238,8 @@ class PhaseMachine(Terminal):
                 run = None  # the echo of what we typed, not the command's output
         else:
             run = None
-        self._output(data, run)
+        idle = run is None and phase is Phase.PROMPT and self._submission is Submission.IDLE
+        self._output(data, run, idle=idle and self._integration is IntegrationState.RICH)
 
     def _on_marker(self, marker: Marker) -> None:
         if marker.family != "633":
@@ -293,7 +295,7 @@ class PhaseMachine(Terminal):
             self._phase = Phase.OUTPUT
             self._command_output_starts()
             run.mark_started()
-        elif phase is Phase.PROMPT and run is None and self._submission is Submission.IDLE:
+        elif phase is Phase.PROMPT and run is None and self._submission is not Submission.CLAIMED:
             # Typed into the terminal through write(): it is a run all the same, and
             # the terminal is busy until it ends.
             run = TerminalRun(
@@ -322,12 +324,16 @@ class PhaseMachine(Terminal):
             key, _, value = field.partition("=")
             if key == "Cwd" and value:
                 has_cwd = True
+                if self._submission is Submission.TYPED:  # the line was taken or dropped
+                    self._submission = Submission.IDLE
                 self._verified_cwd = True
                 self._set_cwd(value)
             elif key == "BracketedPaste":
                 self._bracketed_paste = value == "on"
             elif key == "IntegrationStarting":
                 self._integration_seen = True
+            elif key == "JobNotices" and value:  # bash's, taken before it printed them
+                self._output(value.replace("\n", "\r\n").encode(), None, idle=True)
         if not has_cwd or self._submission is Submission.TYPING_LINES:
             if has_cwd and self._phase in (Phase.SUBMITTED, Phase.ENDED):
                 self._phase = Phase.AWAITING_PROMPT

@@ -261,6 +261,8 @@ class ShellTerminal(ShellProcess):
     async def write(self, data: str | bytes) -> None:
         if self._closed:
             raise TerminalClosedError(f"terminal {self.id} is closed")
+        if self.current_run is None and self._submission is Submission.IDLE:
+            self._submission = Submission.TYPED  # its echo is no background job's output
         self._write(data.encode("utf-8") if isinstance(data, str) else data)
 
 

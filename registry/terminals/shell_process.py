@@ -186,9 +186,9 @@ class ShellProcess(PhaseMachine):
     def _command_output_starts(self) -> None:
         self._waits.command_started()
 
-    def _output(self, data: bytes, run: TerminalRun | None) -> None:
+    def _output(self, data: bytes, run: TerminalRun | None, *, idle: bool = False) -> None:
         self._waits.output(data)
-        super()._output(data, run)
+        super()._output(data, run, idle=idle)
 
     def _spawn_task(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)

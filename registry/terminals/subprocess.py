@@ -277,7 +277,8 @@ class SubprocessTerminal(Terminal):
             run.append_stream(stream, data)
             self._output(data, run)
         else:
-            self._output(data, None)
+            # A background child of an ended command: output between runs.
+            self._output(data, None, idle=True)
 
     def _apply_state(self, state_file: str, run_env: Mapping[str, str] | None) -> None:
         """Take the command's final cwd and exported environment from its state file."""

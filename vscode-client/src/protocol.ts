@@ -87,7 +87,7 @@ export interface RunResult {
   exitCode: number | null;
   /** For exit codes above 128, the signal's name (`SIGINT`, `SIGTERM`, ...). */
   signal: string | null;
-  /** Text for a model: escapes removed, progress bars collapsed, truncated head+tail. */
+  /** Text for a model: as the terminal showed it, long lines clamped, head+tail kept; says a timeout. */
   output: string;
   truncated: boolean;
   /** Where the shell stands after the command; null while a background run goes on. */
@@ -103,6 +103,8 @@ export interface RunResult {
   waitingFor?: WaitingFor;
   /** The limit the run hit (its state is then `failed`). */
   limit?: LimitName;
+  /** When `output` was cut: a file with the whole output, cleaned (removed with the terminal). */
+  fullOutputPath?: string;
 }
 
 // -- request params and results ---------------------------------------------------------
@@ -219,6 +221,8 @@ export interface Settings {
   shellIntegrationTimeoutMs?: number;
   outputLineLimit?: number;
   outputCharacterLimit?: number;
+  outputLineCharacterLimit?: number;
+  fullOutputCapBytes?: number;
   compressProgressBar?: boolean;
   defaultShell?: string;
   commandTimeoutMs?: number | null;

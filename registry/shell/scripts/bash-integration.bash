@@ -4,7 +4,8 @@
 #   A prompt start, B prompt end, C and E;<command line> before a command runs,
 #   D;<exit code> when it has ended, P;Cwd=<dir> before every prompt, F/G around the
 #   continuation prompt (PS2), and once, before the user's startup files run,
-#   P;IntegrationStarting=bash (so a slow rc is waited for, not given up on).
+#   P;IntegrationStarting=bash (so a slow rc is waited for, not given up on), and
+#   P;JobNotices=<text> for background jobs that ended while the prompt was up.
 # It sources what an interactive bash would have sourced, then hooks in while keeping
 # the user's $?, PROMPT_COMMAND (string or array), DEBUG trap and bash-preexec arrays.
 # Every variable reference survives `set -u`.
@@ -91,6 +92,27 @@ __tr_running=""  # a command line started since the last prompt, so a D is due
 # go through readline, which is what strips them.)
 __tr_ps0_c="\${__tr_nil[__tr_running=1]-}\e]633;C;$__tr_nonce\a"
 
+# A background job that ended while the prompt was up is reported by bash just before
+# the next command runs -- inside that command's output. `jobs -n` here, before bash
+# gets to it, takes the notices (and marks them reported, so bash prints nothing);
+# they go in a marker of their own: output of no command.  It runs only while some
+# job started since the last time every job had ended and been told of ($! moved):
+# a shell that starts no background job pays one comparison.
+__tr_jobs_told=""
+__tr_jobs_escape='\j'
+__tr_job_notices() {
+  [[ -n "$__tr_dir" && "${!-}" != "$__tr_jobs_told" ]] || return 0
+  builtin jobs -n >|"$__tr_dir/jobs" 2>/dev/null || return 0
+  if [[ -s "$__tr_dir/jobs" ]]; then
+    local notices=""
+    IFS= builtin read -r -d '' notices <"$__tr_dir/jobs"
+    __tr_escape "$notices"
+    __tr_osc "P;JobNotices=$__tr_escaped"
+  fi
+  # \j (the prompt escape) counts the jobs still running: none, all told.
+  [[ "${__tr_jobs_escape@P}" != 0 ]] || __tr_jobs_told="${!-}"
+}
+
 # E carries at most 8 KB of the command line: escaped, it stays far inside the
 # server's 64 KB bound on one marker (a longer one would be given up on as output).
 # A command line the server typed needs no E (it knows what it typed): it says so by
@@ -99,6 +121,7 @@ __tr_ps0_c="\${__tr_nil[__tr_running=1]-}\e]633;C;$__tr_nonce\a"
 __tr_preexec() {
   __tr_armed=""
   __tr_running=1
+  __tr_job_notices
   if [[ -s "$__tr_dir/ours" ]]; then
     : >|"$__tr_dir/ours"
     return 0
