@@ -75,6 +75,14 @@ class CommandResult(BaseModel):
         description="Output not shown before, cleaned for reading; long output keeps its "
         "head and tail with a count of what was left out."
     )
+    full_output_path: str | None = Field(
+        default=None,
+        description="When output was cut and the command has ended: a file with all of "
+        "it, to search with grep or read in parts with sed through run_command.",
+    )
+    limit: str | None = Field(
+        default=None, description="The resource limit the command broke (then state failed)."
+    )
     note: str | None = Field(default=None, description="Why it ended as it did, if notable.")
     next_step: str | None = Field(default=None, description="What to do next, when anything.")
     task_id: str | None = Field(default=None, description="The task the terminal belongs to.")
@@ -225,6 +233,8 @@ def render_command(
         label = f"{output_label} so far" if r.state == "running" else output_label
         lines.append("")
         lines.append(f"{label}:\n{r.output}" if r.output else f"({label}: none)")
+    if r.full_output_path:
+        lines.append(f"\n(cut to head and tail; all of it is in {r.full_output_path})")
     return "\n".join(lines)
 
 

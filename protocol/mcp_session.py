@@ -266,6 +266,8 @@ class McpSession:
             cwd=run.cwd or info.get("cwd"),
             duration_seconds=round(run.duration_ms / 1000, 3),
             output=output.rstrip("\n"),
+            full_output_path=run.full_output_path,
+            limit=run.limit,
             note=run.note,
             task_id=info.get("taskId"),
         )

@@ -272,6 +272,21 @@ async def test_run_reuses_by_cwd_with_exact_exit_codes(agent: Agent, tmp_path: P
     assert again["terminal_id"] == first["terminal_id"]
 
 
+async def test_long_output_keeps_head_and_tail_and_names_the_whole(
+    agent: Agent, tmp_path: Path
+) -> None:
+    result = await agent.call("run_command", {"command": "seq 1 200000", "cwd": str(tmp_path)})
+    ended = result.structured_content
+    assert ended is not None
+    assert (ended["state"], ended["exit_code"]) == ("completed", 0)
+    assert ended["output"].startswith("1\n2\n")
+    assert ended["output"].endswith("199999\n200000")
+    assert "omitted" in ended["output"]
+    path = Path(ended["full_output_path"])
+    assert path.read_text().split()[-1] == "200000"
+    assert f"all of it is in {path}" in _text(result)
+
+
 async def test_a_long_command_returns_at_the_bound_and_keeps_running(
     quick: Agent, output: Output, tmp_path: Path
 ) -> None:
