@@ -1,6 +1,7 @@
 """``terminal-registry``: the command line.
 
-``serve`` runs the JSON-RPC server.  ``run`` (:mod:`protocol.cli_run`), ``attach``
+``serve`` runs the JSON-RPC server; ``mcp`` serves MCP agents over stdio
+(:mod:`protocol.mcp_face`).  ``run`` (:mod:`protocol.cli_run`), ``attach``
 (:mod:`protocol.attach`), ``env``, ``list``, ``kill`` and ``close`` are clients of a
 server (:mod:`protocol.daemon` says which, starting the per-user background server on
 first use), so that terminals persist from one call to the next; ``stop`` ends it.
@@ -9,7 +10,7 @@ first use), so that terminals persist from one call to the next; ``stop`` ends i
 
 Every call is a new process, so start-up is what a user waits for: this module and
 the client it talks through (:mod:`protocol.blocking`) import only the standard
-library's light modules; ``serve`` loads the server when it is asked for.
+library's light modules; ``serve`` and ``mcp`` load what they need when asked for.
 """
 
 from __future__ import annotations
@@ -38,7 +39,17 @@ class CliError(Exception):
         self.code = code
 
 
-# -- serve -------------------------------------------------------------------------------
+# -- mcp, stop ---------------------------------------------------------------------------
+
+
+def _mcp(argv: list[str]) -> int:
+    try:  # the MCP SDK: optional, and heavy to import
+        from .mcp_face import main as serve_mcp
+    except ImportError as error:
+        hint = "needs `pip install 'terminal-registry[mcp]'`"
+        print(f"terminal-registry mcp: {hint} ({error})", file=sys.stderr)
+        return 2
+    return serve_mcp(argv)
 
 
 def _stop(args: argparse.Namespace) -> int:
@@ -254,6 +265,8 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--path", help="the audit log (default: $TERMINAL_REGISTRY_AUDIT_LOG)")
     audit.add_argument("--json", action="store_true", help="the entries as a JSON array")
     audit.add_argument("-n", "--last", type=int, metavar="N", help="only the last N commands")
+    # Its options are the face's own (protocol/mcp_face.py): main() hands it its argv.
+    commands.add_parser("mcp", help="serve the terminals to MCP agents over stdio")
     return parser
 
 
@@ -268,8 +281,11 @@ _CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, BlockingClient], int]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["mcp"]:
+        return _mcp(words[1:])
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     if args.subcommand == "serve":
         from .serve import serve  # the server's imports, for this command only
 

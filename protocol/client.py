@@ -1,4 +1,4 @@
-"""The Python client for agents: typed methods over pygls's JSON-RPC client.
+"""The Python client for agents: typed methods over a JSON-RPC link (:mod:`protocol.link`).
 
 ::
 
@@ -21,8 +21,6 @@ scripts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -30,14 +28,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from pygls.client import JsonRPCClient
-from pygls.exceptions import JsonRpcException
-from pygls.io_ import run_async
-from pygls.protocol import JsonRPCProtocol
-
 from . import methods
 from . import types as wire
 from .errors import (
+    ConnectionLostError,
     InvalidParamsError,
     MethodNotFoundError,
     RegistryError,
@@ -45,12 +39,12 @@ from .errors import (
     SpawnFailedError,
     TerminalBusyError,
     UnknownTerminalError,
-    error_for,
 )
+from .link import Link
 from .stream import Notification, NotificationStream
-from .types import converter_factory
 
 __all__ = [
+    "ConnectionLostError",
     "EnvironmentDetails",
     "InvalidParamsError",
     "MethodNotFoundError",
@@ -64,9 +58,6 @@ __all__ = [
     "UnknownTerminalError",
 ]
 
-#: After $/cancelRequest, how long to wait for the server's -32800.
-CANCEL_CONFIRM_TIMEOUT = 30.0
-
 
 # -- results ---------------------------------------------------------------------------
 
@@ -75,23 +66,6 @@ CANCEL_CONFIRM_TIMEOUT = 30.0
 class EnvironmentDetails:
     markdown: str
     terminals: list[wire.TerminalInfo]
-
-
-class _Client(JsonRPCClient):
-    def __init__(self, owner: RegistryClient) -> None:
-        self.owner = owner
-        super().__init__(protocol_cls=JsonRPCProtocol, converter_factory=converter_factory)
-
-    async def start_unix(self, path: str) -> None:
-        reader, writer = await asyncio.open_unix_connection(path, limit=2**24)
-        self.protocol.set_writer(writer)
-        task = asyncio.create_task(
-            run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol)
-        )
-        self._async_tasks.append(task)
-
-    async def server_exit(self, server: asyncio.subprocess.Process) -> None:
-        self.owner._closed_by_server()
 
 
 _NOTIFICATIONS = (*methods.NOTIFICATIONS, methods.LOG_MESSAGE, methods.PROGRESS)
@@ -108,8 +82,7 @@ class RegistryClient:
     """An asyncio client of a terminal-registry server."""
 
     def __init__(self) -> None:
-        self._client = _Client(self)
-        self._ids = itertools.count(1)
+        self._client = Link(self._closed_by_server)
         self._queues: list[asyncio.Queue[Notification | None]] = []
         self._callbacks: dict[str, list[Callable[[Any], None]]] = {}
         self._spawned = False
@@ -174,7 +147,7 @@ class RegistryClient:
             except TimeoutError:
                 self._client._server.kill()
         await self._client.stop()  # type: ignore[no-untyped-call]
-        self._closed_by_server()
+        self._client.lost()
 
     async def __aenter__(self) -> RegistryClient:
         return self
@@ -190,24 +163,7 @@ class RegistryClient:
     # -- requests -------------------------------------------------------------------
 
     async def _request(self, method: str, params: Any) -> Any:
-        msg_id = f"c{next(self._ids)}"
-        pending = asyncio.wrap_future(
-            self._client.protocol.send_request(method, params, msg_id=msg_id)
-        )
-        try:
-            # Shielded: cancelling the caller must not cancel the reply's future
-            # under pygls, which would then fail to deliver the server's answer.
-            return await asyncio.shield(pending)
-        except asyncio.CancelledError:
-            if not self._client.stopped and not pending.done():
-                # $/cancelRequest, then wait (bounded) until the server confirms, so
-                # that the terminal is free again when the caller moves on.
-                self._client.protocol.notify(methods.CANCEL_REQUEST, {"id": msg_id})
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(pending, CANCEL_CONFIRM_TIMEOUT)
-            raise
-        except JsonRpcException as error:
-            raise error_for(error.code, error.message) from None
+        return await self._client.request(method, params)
 
     async def acquire(
         self,
@@ -378,6 +334,11 @@ class RegistryClient:
                 queue.put_nowait(Notification(method, params))
 
         return receive
+
+    @property
+    def connected(self) -> bool:
+        """False once the connection has ended (the server closed it or went away)."""
+        return self._client.connected
 
     def _closed_by_server(self) -> None:
         for queue in self._queues:

@@ -23,7 +23,6 @@ What is not stock pygls here, and why (docs/protocol.md, implementation notes):
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import logging
 from collections.abc import Callable, Generator
@@ -34,13 +33,14 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import JsonRPCRequestMessage, LanguageServerProtocol, lsp_method
+from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from registry.config import Settings
 from registry.registry import PROVIDERS, TerminalRegistry
 from registry.shell import SHELL_KINDS
 
 from . import methods
+from .dispatch import FastDispatch
 from .errors import ErrorCode
 from .framing import FramingError, MessageFramer
 from .messages import Refusal, as_rpc_error, check
@@ -107,7 +107,7 @@ class Shared:
     watch_parent: Callable[[int], None]
 
 
-class ConnectionProtocol(LanguageServerProtocol):
+class ConnectionProtocol(FastDispatch, LanguageServerProtocol):
     """One connection's protocol: pygls dispatch, our reading and lifecycle."""
 
     _server: ConnectionServer
@@ -153,24 +153,6 @@ class ConnectionProtocol(LanguageServerProtocol):
     def notify(self, method: str, params: Any | None = None) -> None:
         self._send_data({"method": method, "jsonrpc": "2.0", "params": params})
 
-    def handle_message(self, message: Any) -> None:
-        """pygls's dispatch, minus its runtime-checkable Protocol ``isinstance`` tests.
-
-        Our reader already knows what each message is (it built it), and those
-        checks were the single largest cost of a small request.
-        """
-        ctx = contextvars.copy_context()
-        if isinstance(message, JsonRPCRequestMessage) or (
-            hasattr(message, "id") and hasattr(message, "method")
-        ):
-            ctx.run(self._handle_request, message.id, message.method, message.params)
-        elif hasattr(message, "method"):
-            ctx.run(self._handle_notification, message.method, message.params)
-        elif hasattr(message, "error"):
-            ctx.run(self._handle_response, message.id, None, message.error)
-        else:
-            ctx.run(self._handle_response, message.id, message.result)
-
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
         """A handler's exception becomes the error of its code (see :func:`as_rpc_error`)."""
         error = None if future.cancelled() else future.exception()
@@ -214,13 +196,16 @@ class ConnectionProtocol(LanguageServerProtocol):
             server.shared.settings, params.initialization_options
         )
         result: lsp.InitializeResult = yield from super().lsp_initialize(params)
-        result.capabilities.experimental = {
-            "terminalRegistry": {
-                "version": PROTOCOL_VERSION,
-                "providers": list(PROVIDERS),
-                "shells": available_shells(),
-            }
+        info: dict[str, Any] = {
+            "version": PROTOCOL_VERSION,
+            "providers": list(PROVIDERS),
+            "shells": available_shells(),
         }
+        if (scope := server.connection.scope) is not None:
+            # Said up front, so a client inside a terminal (an agent's MCP face) uses
+            # that task rather than learning it from a refusal.
+            info["scope"] = {"taskId": scope.task_id, "terminalId": scope.terminal_id}
+        result.capabilities.experimental = {"terminalRegistry": info}
         server.connection.initialized(params.process_id)
         for warning in warnings:
             server.window_log_message(

@@ -16,6 +16,7 @@ from enum import IntEnum
 
 __all__ = [
     "ERRORS",
+    "ConnectionLostError",
     "ErrorCode",
     "InternalError",
     "InvalidParamsError",
@@ -111,6 +112,13 @@ ERRORS: dict[int, type[RegistryError]] = {
         SpawnFailedError,
     )
 }
+
+
+class ConnectionLostError(ConnectionError):
+    """No answer will come: the connection to the server ended (it was stopped or died)."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method}: the terminal-registry server has gone")
 
 
 def error_for(code: int, message: str) -> RegistryError:

@@ -4,13 +4,16 @@ cancellation, and the synchronous wrapper."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psutil
 import pytest
 import pytest_asyncio
 
+from protocol import methods
 from protocol.client import (
     InvalidParamsError,
     RegistryClient,
@@ -97,3 +100,39 @@ def test_sync_wrapper(tmp_path: Path) -> None:
         assert result.output == f"{tmp_path}\n"
         details = sync.environment_details(cooldown_timeout=0)
         assert details.markdown == ""  # a foreground run's output is not news
+
+
+async def test_a_server_that_dies_fails_requests_at_once(tmp_path: Path) -> None:
+    """Killed under a request: the request fails at once, as does every later one."""
+    from protocol.client import ConnectionLostError
+
+    from .rpc import alive, serve_socket
+
+    directory = tmp_path / "private"
+    directory.mkdir(mode=0o700)
+    path = directory / "registry.sock"
+    server = await serve_socket(path)
+    client = await RegistryClient.connect(str(path))
+    shells: list[psutil.Process] = []
+    try:
+        started = asyncio.Event()
+        client.on(methods.DID_START_RUN, lambda params: started.set())
+        waiting = asyncio.ensure_future(client.run("sleep 120", cwd=str(tmp_path)))
+        await asyncio.wait_for(started.wait(), 30)
+        shell = psutil.Process((await client.list())[0].pid)
+        shells = [shell, *shell.children(recursive=True)]
+        server.kill()  # no answer will ever come
+        with pytest.raises(ConnectionLostError, match="terminal/run"):
+            await asyncio.wait_for(waiting, 30)
+        assert not client.connected
+        with pytest.raises(ConnectionLostError, match="terminal/list"):
+            await asyncio.wait_for(client.list(), 5)
+    finally:
+        await client.close()
+        with contextlib.suppress(ProcessLookupError):  # killed and reaped already
+            server.kill()
+        await server.wait()
+        # The PTY's hangup ends the dead server's shell and its command.
+        await asyncio.to_thread(psutil.wait_procs, shells, 30)
+        for proc in alive(shells):
+            proc.kill()

@@ -63,6 +63,7 @@ async def test_a_client_inside_a_terminal_acts_for_its_task_only(
         assert f"inside terminal {beta}" in got[attempt]["error"]
     for attempt in ("run_other_task", "details"):
         assert "taskId 'alpha' is not this connection's" in got[attempt]["error"]
+    assert got["scope"] == {"taskId": "beta", "terminalId": beta}  # said in initialize
     listed = got["list"]["result"]
     assert alpha not in [t["id"] for t in listed]
     assert {t["taskId"] for t in listed} == {"beta"}
@@ -85,7 +86,8 @@ async def test_a_client_outside_every_terminal_is_not_scoped(
 ) -> None:
     _outside, alpha, _beta = await _two_tasks(socket_path, tmp_path)
     other = await connect_socket(str(socket_path))
-    await other.initialize()
+    initialized = await other.initialize()
+    assert "scope" not in initialized["capabilities"]["experimental"]["terminalRegistry"]
     replay = await other.call(methods.REPLAY, {"terminalId": alpha})
     assert "data" in replay
 
