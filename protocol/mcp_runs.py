@@ -34,16 +34,6 @@ class RunStart:
     at: float
 
 
-_FOLLOWED = (
-    methods.DID_OPEN,
-    methods.DID_CHANGE,
-    methods.DID_CLOSE,
-    methods.DID_START_RUN,
-    methods.DID_WRITE,
-    methods.DID_END_RUN,
-)
-
-
 class RunTracker:
     """Follows every terminal of the server through its notifications."""
 
@@ -56,7 +46,7 @@ class RunTracker:
         self._tails: dict[int, str] = {}
         # Callbacks run as each message is read, so everything the server sent before
         # an answer is known here before the code awaiting that answer resumes.
-        for method in _FOLLOWED:
+        for method in methods.NOTIFICATIONS:
             client.on(method, self._receiver(method))
 
     def _receiver(self, method: str) -> Callable[[Any], None]:

@@ -25,6 +25,9 @@ from .messages import Refusal
 
 __all__ = ["Scope", "scope_of"]
 
+#: Notifications about one terminal: every one of ours (methods.NOTIFICATIONS).
+_ABOUT_A_TERMINAL = frozenset(methods.NOTIFICATIONS)
+
 #: A terminal's task, by terminal id (raises UnknownTerminalError for none).
 TaskOf = Callable[[int], "str | None"]
 
@@ -90,7 +93,7 @@ class Scope:
 
     def hears(self, method: str, params: Any, task_of: TaskOf) -> bool:
         """Whether a notification about some terminal is this connection's to hear."""
-        if method not in _TERMINAL_NOTIFICATIONS or not isinstance(params, dict):
+        if method not in _ABOUT_A_TERMINAL or not isinstance(params, dict):
             return True
         if method in (methods.DID_OPEN, methods.DID_CHANGE):
             terminal_id, mine = params.get("id"), params.get("taskId") == self.task_id
@@ -124,16 +127,3 @@ def scope_of(registry: TerminalRegistry, pid: int) -> Scope | None:
     if task_id is None:
         task_id = f"inside-terminal-{origin.terminal_id}" if origin.terminal_id else "inside"
     return Scope(origin.terminal_id, task_id)
-
-
-#: Notifications that are about one terminal.
-_TERMINAL_NOTIFICATIONS = frozenset(
-    {
-        methods.DID_OPEN,
-        methods.DID_CHANGE,
-        methods.DID_CLOSE,
-        methods.DID_START_RUN,
-        methods.DID_WRITE,
-        methods.DID_END_RUN,
-    }
-)

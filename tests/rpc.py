@@ -190,3 +190,14 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return living
+
+
+def tokened_sleeps(token: str) -> list[psutil.Process]:
+    """The `sleep`s whose argument ends with ``.<token>``: a test's own, found by the tag
+    it put in their argv, never by name across the machine."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if cmdline[:1] == ["sleep"] and cmdline[1:2] and cmdline[1].endswith(f".{token}"):
+            found.append(proc)
+    return found

@@ -20,6 +20,8 @@ import pytest
 from registry.cgroups import detect
 from registry.ownership import OwnershipRecord, reap_stale
 
+from .rpc import tokened_sleeps
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: A stand-in for a server: a record, a watchdog (unless told not to), a cgroup for
@@ -84,16 +86,6 @@ FAKE_SERVER = textwrap.dedent(
 KINDS = 8  # sleeps 3000..3007
 
 
-def _tokened(token: str) -> list[psutil.Process]:
-    """The sleeps whose argument carries this test's token (a tag in argv)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info["cmdline"] or []
-        if cmdline[:1] == ["sleep"] and cmdline[1:2] and cmdline[1].endswith(f".{token}"):
-            found.append(proc)
-    return found
-
-
 def _start_fake_server(
     tmp_path: Path, *, watchdog: bool
 ) -> tuple[subprocess.Popen[bytes], dict[str, object], str, Path]:
@@ -135,14 +127,14 @@ needs_cgroups = pytest.mark.skipif(
 @needs_cgroups
 def test_the_watchdog_reaps_everything_when_the_server_is_killed(tmp_path: Path) -> None:
     server, info, token, scratch = _start_fake_server(tmp_path, watchdog=True)
-    children = _tokened(token)
+    children = tokened_sleeps(token)
     assert len(children) == KINDS, [p.cmdline() for p in children]
     watchdog = psutil.Process(int(info["watchdog"]))  # type: ignore[arg-type]
     server.send_signal(signal.SIGKILL)
     server.wait()
     _gone, alive = psutil.wait_procs([*children, watchdog], timeout=15)
     assert alive == []
-    assert _tokened(token) == []
+    assert tokened_sleeps(token) == []
     assert not scratch.exists()
     assert not Path(str(info["record"])).exists()
 
@@ -150,11 +142,11 @@ def test_the_watchdog_reaps_everything_when_the_server_is_killed(tmp_path: Path)
 @needs_cgroups
 def test_a_new_server_reaps_what_a_dead_one_left(tmp_path: Path) -> None:
     server, info, token, scratch = _start_fake_server(tmp_path, watchdog=False)
-    children = _tokened(token)
+    children = tokened_sleeps(token)
     assert len(children) == KINDS
     server.send_signal(signal.SIGKILL)
     server.wait()
-    assert len(_tokened(token)) == KINDS  # nobody reaped them yet
+    assert len(tokened_sleeps(token)) == KINDS  # nobody reaped them yet
     reaped = reap_stale(str(tmp_path / "state"))
     assert len(reaped) == 1
     assert len(reaped[0].processes) >= KINDS

@@ -19,7 +19,7 @@ import pytest_asyncio
 from registry.cgroups import detect
 from registry.processes import wait_gone
 
-from .rpc import StdioServer, alive, connect_socket, serve_socket
+from .rpc import StdioServer, alive, connect_socket, serve_socket, tokened_sleeps
 
 #: Every escaping kind, each announcing itself on the FIFO just before it becomes
 #: its sleep; the last one holds the run in the foreground.
@@ -42,16 +42,6 @@ def _script(fifo: Path, token: str, provider: str) -> str:
             sleeper(0),
         ]
     )
-
-
-def _tokened(token: str) -> list[psutil.Process]:
-    """The sleeps carrying this test's token in their argument (a tag in argv)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info["cmdline"] or []
-        if cmdline[:1] == ["sleep"] and cmdline[1:2] and cmdline[1].endswith(f".{token}"):
-            found.append(proc)
-    return found
 
 
 async def _announced(fifo: Path, count: int) -> set[str]:
@@ -110,7 +100,7 @@ async def _start_escapers(peer: StdioServer | object, tmp_path: Path, token: str
             },
         )
     await listening
-    assert len(_tokened(token)) == 2 * KINDS
+    assert len(tokened_sleeps(token)) == 2 * KINDS
 
 
 needs_cgroups = pytest.mark.skipif(
@@ -133,7 +123,7 @@ async def test_nothing_outlives_the_server(
         )
         peer.notify("initialized", {})
         await _start_escapers(peer, tmp_path, token)
-        sleepers = _tokened(token)
+        sleepers = tokened_sleeps(token)
         if how in ("SIGKILL", "SIGTERM"):
             peer.process.send_signal(getattr(signal, how))
         elif how == "stdin EOF":
@@ -143,7 +133,7 @@ async def test_nothing_outlives_the_server(
             owner.kill()
         await asyncio.wait_for(peer.process.wait(), 30)
         assert await wait_gone(sleepers, 10) == []
-        assert alive(_tokened(token)) == []
+        assert alive(tokened_sleeps(token)) == []
     finally:
         if peer.process.returncode is None:
             peer.process.kill()
@@ -164,7 +154,7 @@ async def test_a_new_server_reaps_what_a_dead_one_and_its_watchdog_left(
     peer = await connect_socket(str(path))
     await peer.initialize()
     await _start_escapers(peer, tmp_path, token)
-    sleepers = _tokened(token)
+    sleepers = tokened_sleeps(token)
     watchdogs = [
         p
         for p in psutil.Process(server.pid).children()
@@ -175,7 +165,7 @@ async def test_a_new_server_reaps_what_a_dead_one_and_its_watchdog_left(
     server.kill()
     await server.wait()
     # Nobody reaped them (the shell's SIGHUP, as its PTY closed, ended a few).
-    assert len(alive(_tokened(token))) >= KINDS
+    assert len(alive(tokened_sleeps(token))) >= KINDS
     assert path.exists()  # the stale socket
     successor = await serve_socket(path)
     try:
@@ -209,7 +199,7 @@ async def test_close_ends_a_process_that_left_everything_behind(
             },
         )
         await listening
-        (escaped,) = _tokened(token)  # no tag, no session, no parent of ours
+        (escaped,) = tokened_sleeps(token)  # no tag, no session, no parent of ours
         await peer.call("terminal/close", {"terminalId": result["terminalId"]})
         assert await wait_gone([escaped], 10) == []
     finally:

@@ -7,7 +7,6 @@ import asyncio
 import secrets
 from pathlib import Path
 
-import psutil
 import pytest
 
 from registry.processes import wait_gone
@@ -16,16 +15,7 @@ from registry.terminals.base import Terminal, TerminalListener
 from registry.terminals.shell import ShellTerminal
 
 from .conftest import SpawnTerminal
-from .rpc import alive
-
-
-def _tokened(token: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info["cmdline"] or []
-        if cmdline[:1] == ["sleep"] and cmdline[1:2] and cmdline[1].endswith(f".{token}"):
-            found.append(proc)
-    return found
+from .rpc import alive, tokened_sleeps
 
 
 @pytest.mark.parametrize("how", ["timeout", "kill"])
@@ -47,13 +37,13 @@ async def test_background_children_of_a_run_end_with_it(
     terminal.subscribe(Watcher())
     run = await terminal.start(command, timeout=2.0 if how == "timeout" else None)
     await asyncio.wait_for(up.wait(), 10)
-    sleepers = _tokened(token)
+    sleepers = tokened_sleeps(token)
     assert len(sleepers) == 2
     if how == "kill":
         await terminal.kill()
     await run.wait()
     assert run.state is (RunState.TIMED_OUT if how == "timeout" else RunState.CANCELLED)
     assert await wait_gone(sleepers, 10) == []
-    assert alive(_tokened(token)) == []
+    assert alive(tokened_sleeps(token)) == []
     after = await terminal.run("echo still usable")
     assert after.text().strip() == "still usable"

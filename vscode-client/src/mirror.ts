@@ -68,7 +68,7 @@ export class TerminalMirror implements Disposable {
         if (terminalId !== this.terminalId || this.stateValue !== 'live') return;
         // The server held output back while we were not reading: what is on screen
         // has a gap. Repaint from a fresh replay (which holds this data too).
-        if (missed) void this.repaint();
+        if (missed) void this.paintFromReplay(REPAINT, 'cannot repaint');
         else this.callbacks.onData(data);
       }),
       this.client.onDidClose(({ terminalId }) => {
@@ -76,34 +76,26 @@ export class TerminalMirror implements Disposable {
       }),
     );
     if (dimensions) this.resize(dimensions.cols, dimensions.rows);
-    let replay: string;
-    try {
-      replay = await this.client.replay(this.terminalId, this.options.maxBytes ?? DEFAULT_REPLAY_BYTES);
-    } catch (error) {
-      this.end(`cannot mirror terminal ${this.terminalId}: ${errorMessage(error)}`);
-      return;
-    }
-    if (this.stateValue !== 'opening') return; // closed or disposed meanwhile
-    this.stateValue = 'live';
-    if (replay) this.callbacks.onData(replay);
+    await this.paintFromReplay('', 'cannot mirror');
   }
 
   /**
-   * Clear the screen and its scrollback and paint the replay again. Same ordering as
-   * open(): didWrites before the answer are inside it, later ones are appended.
+   * Paint `prefix` and the replay, then go live. didWrites that arrive before the
+   * answer are inside it (dropped while 'opening'); later ones are appended. Used to
+   * open, and to repaint (prefix: clear screen and scrollback) after missed output.
    */
-  private async repaint(): Promise<void> {
+  private async paintFromReplay(prefix: string, failure: string): Promise<void> {
     this.stateValue = 'opening';
     let replay: string;
     try {
       replay = await this.client.replay(this.terminalId, this.options.maxBytes ?? DEFAULT_REPLAY_BYTES);
     } catch (error) {
-      this.end(`cannot repaint terminal ${this.terminalId}: ${errorMessage(error)}`);
+      this.end(`${failure} terminal ${this.terminalId}: ${errorMessage(error)}`);
       return;
     }
-    if (this.stateValue !== 'opening') return;
+    if (this.stateValue !== 'opening') return; // closed or disposed meanwhile
     this.stateValue = 'live';
-    this.callbacks.onData(REPAINT + replay);
+    if (prefix || replay) this.callbacks.onData(prefix + replay);
   }
 
   /** Keyboard input, raw: forwarded to `terminal/write`. */
