@@ -17,6 +17,8 @@ import pytest
 import pytest_asyncio
 
 from registry.config import Settings
+from registry.run import TerminalRun
+from registry.terminals.base import Terminal, TerminalListener
 from registry.terminals.shell import ShellTerminal
 
 from .rpc import serve_socket
@@ -149,3 +151,17 @@ async def socket_path(tmp_path: Path) -> AsyncIterator[Path]:
     yield path
     process.terminate()
     await asyncio.wait_for(process.wait(), 30)
+
+
+def next_run_end(terminal: Terminal) -> asyncio.Future[TerminalRun]:
+    """The next run that ends in ``terminal`` (one a person types, say)."""
+    ended: asyncio.Future[TerminalRun] = asyncio.get_running_loop().create_future()
+
+    class Ends(TerminalListener):
+        def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
+            if not ended.done():
+                ended.set_result(run)
+                terminal.unsubscribe(self)
+
+    terminal.subscribe(Ends())
+    return ended

@@ -16,11 +16,10 @@ import pytest
 
 from registry.output import strip_escape_sequences
 from registry.run import RunState, TerminalRun
-from registry.terminals.base import Terminal, TerminalListener
 from registry.terminals.shell import ShellTerminal
 from registry.terminals.subprocess import SubprocessTerminal
 
-from .conftest import SHELLS, SpawnTerminal, fast_settings
+from .conftest import SHELLS, SpawnTerminal, fast_settings, next_run_end
 
 
 def text(run: TerminalRun) -> str:
@@ -81,14 +80,7 @@ async def test_a_long_line_a_person_types_keeps_its_markers(
     bash only: typing 20 KB through zsh's and fish's line editors takes a minute on a
     loaded machine, and their scripts cap E the same way."""
     terminal: ShellTerminal = await spawn_terminal("bash")
-    ended: asyncio.Future[TerminalRun] = asyncio.get_running_loop().create_future()
-
-    class Ends(TerminalListener):
-        def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
-            if not ended.done():
-                ended.set_result(run)
-
-    terminal.subscribe(Ends())
+    ended = next_run_end(terminal)
     semicolons = ";" * 20_000  # each escaped as \x3b in E: 80 KB uncapped
     await terminal.write(f": '{semicolons}'; echo typed-end\r")
     run = await asyncio.wait_for(ended, 60)

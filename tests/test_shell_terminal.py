@@ -22,7 +22,7 @@ from registry.terminals.base import (
 )
 from registry.terminals.shell import ShellTerminal
 
-from .conftest import SpawnTerminal, fast_settings
+from .conftest import SpawnTerminal, fast_settings, next_run_end
 
 
 def lines(run: TerminalRun) -> list[str]:
@@ -267,14 +267,7 @@ async def test_a_typed_command_after_any_line_of_ours_is_named(
     command must not make the next line a person types nameless."""
     terminal: ShellTerminal = await spawn_terminal("bash")
     await terminal.run(ours)
-    ended: asyncio.Future[TerminalRun] = asyncio.get_running_loop().create_future()
-
-    class Ends(TerminalListener):
-        def on_run_end(self, terminal: Terminal, run: TerminalRun) -> None:
-            if not ended.done():
-                ended.set_result(run)
-
-    terminal.subscribe(Ends())
+    ended = next_run_end(terminal)
     await terminal.write("echo typed-after\r")
     run = await asyncio.wait_for(ended, 30)
     assert run.typed
