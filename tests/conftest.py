@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from registry.run import TerminalRun
 from registry.terminals.base import Terminal, TerminalListener
 from registry.terminals.shell import ShellTerminal
 
-from .rpc import serve_socket
+from .rpc import StdioServer, serve_socket
 
 SHELLS = [s for s in ("bash", "zsh", "fish") if shutil.which(s)]
 REQUIRED_SHELLS = ("bash", "zsh")
@@ -29,6 +30,24 @@ REQUIRED_SHELLS = ("bash", "zsh")
 POSIX_SHELLS = [s for s in SHELLS if s != "fish"]
 
 _ids = itertools.count(1000)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _empty_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every shell the suite starts gets an empty HOME unless a test gives it one.
+
+    A person's startup files are theirs, not the suite's: a prompt hook that forks on
+    every prompt (pyenv-virtualenv's) lands processes in a terminal's cgroup just as a
+    test counts them, and slow rcs starve the timing of others.  Tests about rc files
+    write their own.
+    """
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("home"))
+    yield
+    if saved is None:
+        os.environ.pop("HOME", None)
+    else:
+        os.environ["HOME"] = saved
 
 
 def fast_settings() -> Settings:
@@ -165,3 +184,12 @@ def next_run_end(terminal: Terminal) -> asyncio.Future[TerminalRun]:
 
     terminal.subscribe(Ends())
     return ended
+
+
+@pytest_asyncio.fixture
+async def fresh() -> AsyncIterator[StdioServer]:
+    """A server of this test's own, not initialised; stopped after if still running."""
+    peer = await StdioServer.start()
+    yield peer
+    if peer.process.returncode is None:
+        await peer.stop()

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psutil
@@ -201,3 +202,12 @@ def tokened_sleeps(token: str) -> list[psutil.Process]:
         if cmdline[:1] == ["sleep"] and cmdline[1:2] and cmdline[1].endswith(f".{token}"):
             found.append(proc)
     return found
+
+
+@contextlib.asynccontextmanager
+async def serving(options: dict[str, Any] | None = None) -> AsyncIterator[StdioServer]:
+    """A server over stdio, initialised with ``options``; shut down after."""
+    peer = await StdioServer.start()
+    await peer.initialize(options)
+    yield peer
+    await peer.stop()

@@ -13,7 +13,7 @@ import pytest_asyncio
 from registry.registry import TerminalRegistry
 
 from .conftest import fast_settings
-from .rpc import StdioServer
+from .rpc import StdioServer, serving
 
 
 async def test_output_is_fenced_longer_than_any_backticks_in_it(tmp_path: Path) -> None:
@@ -38,10 +38,8 @@ async def test_output_is_fenced_longer_than_any_backticks_in_it(tmp_path: Path) 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def server() -> AsyncIterator[StdioServer]:
-    peer = await StdioServer.start()
-    await peer.initialize({"killGraceMs": 500})
-    yield peer
-    await peer.stop()
+    async with serving({"killGraceMs": 500}) as peer:
+        yield peer
 
 
 @pytest.mark.parametrize(

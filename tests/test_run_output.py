@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from .rpc import StdioServer
+from .rpc import StdioServer, serving
 
 OPTIONS = {
     "runOutputCapBytes": 256 * 1024,
@@ -23,10 +23,8 @@ OPTIONS = {
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def server() -> AsyncIterator[StdioServer]:
-    peer = await StdioServer.start()
-    await peer.initialize(OPTIONS)
-    yield peer
-    await peer.stop()
+    async with serving(OPTIONS) as peer:
+        yield peer
 
 
 async def run(server: StdioServer, cwd: Path, command: str, **extra: object) -> dict[str, object]:

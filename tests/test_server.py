@@ -15,7 +15,7 @@ import pytest_asyncio
 
 from registry.processes import tagged_processes
 
-from .rpc import StdioServer, alive, frame
+from .rpc import StdioServer, alive, frame, serving
 
 FAST = {
     "killGraceMs": 500,
@@ -28,18 +28,8 @@ FAST = {
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def server() -> AsyncIterator[StdioServer]:
     """One warm server for the tests that do not need their own."""
-    peer = await StdioServer.start()
-    await peer.initialize(FAST)
-    yield peer
-    await peer.stop()
-
-
-@pytest_asyncio.fixture
-async def fresh() -> AsyncIterator[StdioServer]:
-    peer = await StdioServer.start()
-    yield peer
-    if peer.process.returncode is None:
-        await peer.stop()
+    async with serving(FAST) as peer:
+        yield peer
 
 
 # -- lifecycle ------------------------------------------------------------------------

@@ -18,17 +18,15 @@ import pytest_asyncio
 
 from protocol.client import InvalidParamsError, RegistryClient
 
-from .rpc import StdioServer
+from .rpc import StdioServer, serving
 
 FAST = {"killGraceMs": 500, "commandStartTimeoutMs": 2000, "hotTimeoutMs": 300}
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def server() -> AsyncIterator[StdioServer]:
-    peer = await StdioServer.start()
-    await peer.initialize(FAST)
-    yield peer
-    await peer.stop()
+    async with serving(FAST) as peer:
+        yield peer
 
 
 async def test_the_answer_loop(server: StdioServer, tmp_path: Path) -> None:

@@ -13,25 +13,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from .rpc import SERVER, StdioServer, frame
+from .rpc import SERVER, StdioServer, frame, serving
 
 FAST = {"killGraceMs": 500, "commandStartTimeoutMs": 2000}
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def server() -> AsyncIterator[StdioServer]:
-    peer = await StdioServer.start()
-    await peer.initialize(FAST)
-    yield peer
-    await peer.stop()
-
-
-@pytest_asyncio.fixture
-async def fresh() -> AsyncIterator[StdioServer]:
-    peer = await StdioServer.start()
-    yield peer
-    if peer.process.returncode is None:
-        await peer.stop()
+    async with serving(FAST) as peer:
+        yield peer
 
 
 async def _still_serving(server: StdioServer) -> None:
