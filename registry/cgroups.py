@@ -30,10 +30,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["Cgroup", "CgroupSupport", "Hierarchy", "detect"]
+__all__ = ["FREEZE_WAIT", "Cgroup", "CgroupSupport", "Hierarchy", "detect"]
+
+#: How long a freeze is awaited before killing goes ahead (it takes well under a
+#: millisecond for a few hundred idle members on these machines).
+FREEZE_WAIT = 0.1
 
 
 @dataclass(frozen=True)
@@ -237,19 +242,11 @@ class Cgroup:
             with contextlib.suppress(OSError), open(os.path.join(v2, "cgroup.kill"), "w") as f:
                 f.write("1")
             return members
-        freezer = self.paths.get("freezer")
-        state = os.path.join(freezer, "freezer.state") if freezer else None
-        if state is not None:
-            with contextlib.suppress(OSError), open(state, "w") as f:
-                f.write("FROZEN")
-            members = self.members()  # final: nobody forks while frozen
-        for pid in members:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        if state is not None:
-            # Killed tasks die only once thawed.
-            with contextlib.suppress(OSError), open(state, "w") as f:
-                f.write("THAWED")
+        with self._frozen():
+            members = self.members()  # final once frozen: nobody forks meanwhile
+            for pid in members:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         return members
 
     def limit_kinds(self) -> frozenset[str]:
@@ -323,12 +320,8 @@ class Cgroup:
     def kill_where(self, choose: Callable[[set[int]], set[int]]) -> set[int]:
         """SIGKILL the members ``choose`` picks, with the group frozen meanwhile (so
         that a fork bomb cannot outrun us); returns those killed."""
-        freezer = self._freezer()
-        if freezer is not None:
-            with contextlib.suppress(OSError), open(freezer[0], "w") as f:
-                f.write(freezer[1])
         killed: set[int] = set()
-        try:
+        with self._frozen():
             for _attempt in range(3):
                 chosen = choose(self.members()) - killed
                 if not chosen:
@@ -337,12 +330,48 @@ class Cgroup:
                     with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)
                 killed |= chosen
-        finally:
-            if freezer is not None:
-                # Killed tasks die only once thawed.
-                with contextlib.suppress(OSError), open(freezer[0], "w") as f:
-                    f.write(freezer[2])
         return killed
+
+    @contextlib.contextmanager
+    def _frozen(self) -> Iterator[None]:
+        """The group frozen for the block (where a freezer exists), thawed after --
+        killed tasks die only once thawed.
+
+        Freezing is asynchronous in both versions: the state reads ``FREEZING`` (v1)
+        or ``cgroup.events`` lacks ``frozen 1`` (v2) until every member has stopped,
+        and a member not yet stopped can still fork.  v1 gives no event for it, so
+        the state is read again, briefly, for at most :data:`FREEZE_WAIT` seconds;
+        past that the block runs anyway (callers list members more than once).
+        """
+        freezer = self._freezer()
+        if freezer is None:
+            yield
+            return
+        path, frozen, thawed = freezer
+        try:
+            with contextlib.suppress(OSError), open(path, "w") as f:
+                f.write(frozen)
+            deadline = time.monotonic() + FREEZE_WAIT
+            while not self._is_frozen() and time.monotonic() < deadline:
+                time.sleep(0.0005)
+            yield
+        finally:
+            with contextlib.suppress(OSError), open(path, "w") as f:
+                f.write(thawed)
+
+    def _is_frozen(self) -> bool:
+        v1 = self.paths.get("freezer")
+        try:
+            if v1 is not None and os.path.exists(os.path.join(v1, "freezer.state")):
+                with open(os.path.join(v1, "freezer.state")) as f:
+                    return f.read().strip() == "FROZEN"
+            v2 = self.paths.get("v2")
+            if v2 is not None:
+                with open(os.path.join(v2, "cgroup.events")) as f:
+                    return "frozen 1" in f.read().splitlines()
+        except OSError:
+            return True  # nothing to wait for
+        return True
 
     def _freezer(self) -> tuple[str, str, str] | None:
         """The file that freezes the group, with its frozen and thawed contents."""

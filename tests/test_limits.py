@@ -6,14 +6,17 @@ and the server's own counting otherwise."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psutil
 import pytest
 import pytest_asyncio
 
-from registry.cgroups import detect
+from registry import limits as limits_module
+from registry.cgroups import Cgroup, detect
 from registry.keeper import Keeper
 from registry.limits import Limits, enforcement
 from registry.registry import TerminalRegistry
@@ -29,6 +32,9 @@ needs_cgroup_limits = pytest.mark.skipif(
 
 HOG = "python3 -c 'a = bytearray(2**31); print(len(a))'"
 SPAWNER = "bash -c 'for i in $(seq 200); do sleep 60 & done; wait'"
+# Starts sleepers until the process limit refuses one, then exits at once: it leaves
+# them running and ends before a counter poll can notice the limit.
+QUITTER = 'python3 -c \'import subprocess\nwhile True: subprocess.Popen(["sleep", "60"])\''
 
 
 @pytest_asyncio.fixture
@@ -94,12 +100,41 @@ async def test_a_spawner_ends_at_its_process_limit_and_takes_its_children_along(
     assert run.limit == "pids"
     assert run.note is not None
     assert "50 processes" in run.note
-    group = placed.get(run.terminal_id)._placement.cgroup
-    assert group is not None
-    terminal = placed.get(run.terminal_id)
-    # Nothing of the spawner's is left: the group holds the shell at most.
-    assert group.members() <= ({terminal.pid} if provider == "shell" else set())
+    await _only_the_shell_is_left(placed, run, provider)
     await _still_usable(placed, run)
+
+
+@needs_cgroup_limits
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_limit_noticed_only_as_the_run_ends_still_ends_what_it_left_running(
+    placed: TerminalRegistry, tmp_path: Path, provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under load the counters' poll can come after the command has ended (a busy
+    # event loop): the last look, as the run ends, is then the one that notices.
+    monkeypatch.setattr(limits_module, "POLL_INTERVAL", 3600.0)
+    run = await _run(placed, tmp_path, provider, QUITTER, Limits(pids=20))
+    assert (run.state, run.limit) == (RunState.FAILED, "pids")
+    await _only_the_shell_is_left(placed, run, provider)
+    await _still_usable(placed, run)
+
+
+async def _only_the_shell_is_left(
+    registry: TerminalRegistry, run: TerminalRun, provider: str
+) -> None:
+    """Nothing of the run's is left in its terminal's group: the shell at most.  The
+    SIGKILLed take a moment to exit, so their exits are awaited (bounded) first."""
+    terminal = registry.get(run.terminal_id)
+    group: Cgroup | None = terminal._placement.cgroup
+    assert group is not None
+    keep = {terminal.pid} if provider == "shell" else set()
+    others = []
+    for pid in group.members() - keep:
+        try:
+            others.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
+    await asyncio.to_thread(psutil.wait_procs, others, 10)
+    assert group.members() <= keep
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -406,7 +406,14 @@ class Terminal(abc.ABC):
 
     def _limit_breached(self, run: TerminalRun, name: str, why: str) -> None:
         run.hit_limit(name, why)
-        if run.done or self.current_run is not run:
+        if self.current_run is not run:
+            return
+        if run.done:
+            # Noticed only by the last look as the run ends (the command gave up at
+            # the limit and exited, or a busy loop delayed the poll): what it left
+            # running in the group still goes, the terminal's own process kept.
+            own = self.pid
+            self._kill_run_group(run, set() if own is None else {own})
             return
         self._end_as(RunState.FAILED)
         task = asyncio.ensure_future(self._end_for_limit(run))
