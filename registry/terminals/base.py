@@ -100,6 +100,7 @@ class Terminal(abc.ABC):
         self._run_limits: RunLimits | None = None
         self._limits_by: dict[str, str] | None = None
         self._limit_tasks: set[asyncio.Task[None]] = set()
+        self._located: tuple[str, tuple[str, str]] | None = None
 
     @classmethod
     @abc.abstractmethod
@@ -137,7 +138,11 @@ class Terminal(abc.ABC):
 
     def location(self) -> tuple[str, str]:
         """Where its live cwd is, keyed as :meth:`locate` keys it."""
-        return ("", normalise_path(self._cwd))
+        # Asked on every change of the terminal (twice a run); resolving symlinks
+        # each time was a twentieth of a `true`'s round trip, so once per cwd.
+        if self._located is None or self._located[0] != self._cwd:
+            self._located = (self._cwd, ("", normalise_path(self._cwd)))
+        return self._located[1]
 
     @property
     def target(self) -> str | None:
@@ -398,6 +403,7 @@ class Terminal(abc.ABC):
             lambda name, why: self._limit_breached(run, name, why),
             standing=self.limits,
             shell_pid=shell_pid,
+            how=self.limits_by,
         )
         self._run_limits = guard
         run.limits = effective.set()
