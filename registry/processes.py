@@ -26,12 +26,17 @@ import os
 import signal
 import time
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import psutil
+
+if TYPE_CHECKING:
+    from .cgroups import Cgroup
 
 __all__ = [
     "boot_clock",
     "descendants",
+    "end_cgroup",
     "end_processes",
     "foreground_processes",
     "in_groups",
@@ -192,6 +197,20 @@ def _alive(proc: psutil.Process) -> bool:
         return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
+
+
+async def end_cgroup(group: Cgroup | None, grace: float) -> None:
+    """SIGKILL what is in ``group`` (a process that cleared its environment and left
+    its session is still there) and wait, up to ``grace``, until it is gone."""
+    members = group.members() if group is not None else set()
+    if group is None or not members:
+        return
+    group.kill()
+    found = []
+    for pid in members:
+        with contextlib.suppress(psutil.Error):
+            found.append(psutil.Process(pid))
+    await wait_gone(found, grace)
 
 
 async def wait_gone(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:

@@ -16,7 +16,8 @@ import contextlib
 import glob
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +109,9 @@ async def test_a_killed_server_leaves_nothing_on_an_ssh_host(
     async with dying_server(runtime, sshConfigFile=sshd.config) as server:
         # Two terminals (two cwds): two sessions on one master.
         tags = [await server.tag_after_escapers(cwd, host=sshd.alias) for cwd in ("/tmp", "/")]
-        remote = [p for tag in tags for p in sshd.tagged(tag)]
-        assert sorted(p.name() for p in remote) == ["bash"] * 2 + ["sleep"] * 6
+        remote = await _all_started(
+            lambda: [p for tag in tags for p in sshd.tagged(tag)], ["bash"] * 2 + ["sleep"] * 6
+        )
         scratch = _scratch_of(sshd.uid) - before
         assert len(scratch) == 2
         local = [p for p in server.children() if p.name() == "ssh"]
@@ -128,8 +130,10 @@ async def test_a_killed_server_leaves_nothing_in_a_container(runtime: Path, cont
     before = await _scratch_in(container)
     async with dying_server(runtime, containerEngine=PODMAN) as server:
         tag = await server.tag_after_escapers(container=container)
-        inside = [p for p in _tagged_here(tag) if p.name() != "podman"]
-        assert sorted(p.name() for p in inside) == ["bash", "sleep", "sleep", "sleep"]
+        inside = await _all_started(
+            lambda: [p for p in _tagged_here(tag) if p.name() != "podman"],
+            ["bash", "sleep", "sleep", "sleep"],
+        )
 
         children = await server.die()
 
@@ -147,6 +151,25 @@ def _scratch_of(uid: int) -> set[str]:
             if os.stat(path).st_uid == uid:
                 found.add(path)
     return found
+
+
+async def _all_started(
+    find: Callable[[], list[psutil.Process]], names: list[str]
+) -> list[psutil.Process]:
+    """What ``find`` finds once it is the processes ``names``, bounded.
+
+    The command has started its escapers when its run ends, but ``setsid`` forks
+    when it leads its job's process group, and a process between fork and exec (or
+    in exec) has no name or environment yet that says what it will be -- and no
+    event to await: so it is looked for again, for at most 10 s.
+    """
+    deadline = time.monotonic() + 10
+    while True:
+        found = find()
+        if sorted(p.name() for p in found) == names or time.monotonic() > deadline:
+            assert sorted(p.name() for p in found) == names
+            return found
+        await asyncio.sleep(0.05)
 
 
 def _tagged_here(tag: str) -> list[psutil.Process]:

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Self
-
-import psutil
 
 from ..config import Settings
 from ..errors import TerminalBusyError, TerminalClosedError
@@ -28,7 +25,7 @@ from ..keys import key_bytes
 from ..limits import NO_LIMITS, Limits, RunLimits, enforcement, kill_joined_since
 from ..listeners import Listeners
 from ..output import BoundedBuffer
-from ..processes import wait_gone
+from ..processes import end_cgroup
 from ..run import RunState, TerminalRun
 from ..waiting import TerminalState, WaitState
 from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement
@@ -297,13 +294,7 @@ class Terminal(abc.ABC):
     async def _end_group(self, grace: float) -> None:
         """End what is left in the terminal's cgroup (a process that cleared its
         environment and left its session), and wait until it is gone."""
-        group = self._placement.cgroup
-        if group is None:
-            return
-        members = group.members()
-        if members:
-            group.kill()
-            await wait_gone(_processes(members), grace)
+        await end_cgroup(self._placement.cgroup, grace)
 
     def _check_can_start(self) -> None:
         """A new command needs an open terminal with nothing running in it."""
@@ -450,11 +441,3 @@ class Terminal(abc.ABC):
     def _ending_or(self, state: RunState) -> RunState:
         """The state the current run ends in: what it was ended for, else ``state``."""
         return self._ending_state or state
-
-
-def _processes(pids: set[int]) -> list[psutil.Process]:
-    found = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            found.append(psutil.Process(pid))
-    return found
