@@ -74,6 +74,12 @@ async def follow(
         waiting = terminal.waiting_now()
         if waiting is not None:
             return waiting
+    if timeout is None and not (yield_on_input and terminal is not None and not terminal.closed):
+        # Only the end to wait for (the common call): awaited directly, without the
+        # task and the asyncio.wait below -- two turns of the loop per command
+        # (bench_server). Shielded inside run.wait(): a cancel ends the waiting only.
+        await run.wait()
+        return None
     ended: asyncio.Future[object] = asyncio.ensure_future(run.wait())
     asked: asyncio.Future[WaitState] | None = None
     pending: set[asyncio.Future[Any]] = {ended}
