@@ -10,6 +10,9 @@ In one run, interleaved round by round so machine noise falls on all alike:
 (c') the issue's floor: a minimal OSC 633 bash in the same bare PTY -- PS0 prints
     C, PROMPT_COMMAND prints D and P;Cwd, no nonce, no E, no DEBUG trap -- the least
     a marker-driven shell can cost (so (c)/(c') is what our integration adds);
+(e) ``terminal/get`` over the same stdio: a request that does no work, the floor
+    of a JSON-RPC round trip through pygls and this client (so (a) - (b) - (e) is
+    what a run's own wire work adds: its notifications, its result);
 (d) pexpect driving a persistent bash (``--norc``, a unique prompt,
     ``delaybeforesend=None``) with the exit code fetched by a second round trip
     (``echo $?``) -- the fastest plain-Python way to get an exit code.
@@ -223,9 +226,10 @@ async def main(n: int) -> None:
         "floor": [],
         "minimal": [],
         "pexpect": [],
+        "noop": [],
     }
     for round_number in range(n):
-        order = ["stdio", "engine", "floor", "minimal", "pexpect"]
+        order = ["stdio", "engine", "floor", "minimal", "pexpect", "noop"]
         if round_number % 2:
             order.reverse()
         for name in order:
@@ -236,6 +240,10 @@ async def main(n: int) -> None:
                 )
                 times[name].append(perf() - start)
                 assert result["exitCode"] == 0
+            elif name == "noop":
+                start = perf()
+                await client.request("terminal/get", {"terminalId": terminal_id})
+                times[name].append(perf() - start)
             elif name == "engine":
                 await until_prompt(ours)
                 start = perf()
@@ -291,6 +299,7 @@ async def main(n: int) -> None:
         ("floor", "our bash, bare PTY to D"),
         ("minimal", "minimal-marker bash to D"),
         ("pexpect", "pexpect + `echo $?`"),
+        ("noop", "terminal/get over stdio"),
     ):
         values = times[name]
         print(
@@ -309,7 +318,10 @@ async def main(n: int) -> None:
     print(f"    the minimal shell and PTY    {floor_median * 1000:.3f} ms")
     print(f"    our integration adds         {(ours_bash - floor_median) * 1000:.3f} ms")
     print(f"    the engine adds              {(engine - ours_bash) * 1000:.3f} ms")
-    print(f"    JSON-RPC over stdio adds     {(stdio - engine) * 1000:.3f} ms")
+    noop = statistics.median(times["noop"])
+    print(f"    JSON-RPC over stdio adds     {(stdio - engine) * 1000:.3f} ms, of which")
+    print(f"      a request doing nothing    {noop * 1000:.3f} ms (terminal/get)")
+    print(f"      the run's wire work        {(stdio - engine - noop) * 1000:.3f} ms")
     print(f"didWrite throughput, {command} ({size / 1e6:.1f} MB), median of 3:")
     stdio_rate = statistics.median(through["stdio"])
     engine_rate = statistics.median(through["engine"])

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
+import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -68,24 +70,38 @@ MISSED_RECHECK = 0.05
 PROTOCOL_VERSION = 1
 
 
+@functools.cache
 def server_version() -> str:
+    """This package's version (read from its metadata once: a millisecond each time)."""
     try:
         return version("terminal-registry")
     except PackageNotFoundError:  # pragma: no cover - running from a checkout
         return "0+unknown"
 
 
+#: How long a look for the shells on PATH is reused: every ``initialize`` reports
+#: them, and looking takes about a millisecond -- a CLI call pays it each time.
+SHELLS_REUSED_FOR = 30.0
+_shells_seen: tuple[float, list[str]] | None = None
+
+
 def available_shells() -> list[str]:
-    """Shells on this machine we have integration for, found on PATH."""
+    """Shells on this machine we have integration for, found on PATH (a shell
+    installed meanwhile shows within :data:`SHELLS_REUSED_FOR` seconds)."""
     import os
     import shutil
 
+    global _shells_seen
+    now = time.monotonic()
+    if _shells_seen is not None and now - _shells_seen[0] < SHELLS_REUSED_FOR:
+        return list(_shells_seen[1])
     found: list[str] = []
     for kind in SHELL_KINDS:
         path = shutil.which(kind)
         if path:
             found.append(os.path.realpath(path))
-    return found
+    _shells_seen = (now, found)
+    return list(found)
 
 
 @dataclass(frozen=True)

@@ -56,12 +56,11 @@ def origin_of(pid: int, server_tag: str | None, terminals: Iterable[Suspect]) ->
     for terminal in terminals:
         if terminal.members is not None and pid in terminal.members():
             return Origin(terminal.terminal_id)
+    chain = _ancestors(pid)
     try:
-        proc = psutil.Process(pid)
-        chain = {p.pid for p in proc.parents()} | {pid}
-        environ = proc.environ()
+        environ = psutil.Process(pid).environ()
     except (psutil.Error, OSError):
-        chain, environ = {pid}, {}
+        environ = {}
     for terminal in terminals:
         if terminal.pid is not None and terminal.pid in chain:
             return Origin(terminal.terminal_id)
@@ -72,3 +71,21 @@ def origin_of(pid: int, server_tag: str | None, terminals: Iterable[Suspect]) ->
     if server_tag is not None and environ.get(SERVER_TAG_VARIABLE) == server_tag:
         return Origin(ORPHAN)
     return None
+
+
+def _ancestors(pid: int) -> set[int]:
+    """``pid`` and its ancestors, by the parent field of ``/proc/PID/stat`` -- one
+    read a step (psutil's ``parents()`` made each step a Process, a few reads: most
+    of what a new connection cost the server)."""
+    chain = {pid}
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                # The name, in parentheses, may hold anything: fields follow the last ")".
+                pid = int(f.read().rpartition(b")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if pid <= 0 or pid in chain:
+            break
+        chain.add(pid)
+    return chain
