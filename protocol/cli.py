@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import audit, daemon, listing, methods
-from .attach import attach
 from .blocking import BlockingClient, ConnectionLost
 from .cli_run import EXIT_WAITING, LIMIT_FLAGS, run
 from .errors import RegistryError
@@ -154,7 +153,30 @@ def _close(args: argparse.Namespace, client: BlockingClient) -> int:
 # -- parsing -----------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+#: Each command's one-line help, in the order ``--help`` lists them.
+_COMMANDS = {
+    "serve": "serve the registry over JSON-RPC",
+    "run": "run a command in a real terminal; print exit code and cwd",
+    "attach": "attach this terminal to a registry terminal (Ctrl-] detaches)",
+    "env": "print the environment details",
+    "list": "list the terminals",
+    "kill": "end a terminal's running command",
+    "close": "close a terminal",
+    "stop": "stop the background server",
+    "log": "print the audit log (see serve --audit-log)",
+    # Its options are the face's own (protocol/mcp_face.py): main() hands it its argv.
+    "mcp": "serve the terminals to MCP agents over stdio",
+}
+#: Commands that speak to a server, with the options they share.
+_CLIENTS = {"run", "attach", "env", "list", "kill", "close", "stop"}
+
+
+def _parser(words: Sequence[str]) -> argparse.ArgumentParser:
+    """The command line's parser.  Only the command named first in ``words`` gets
+    its options (``--help`` without a command lists commands, not options):
+    building every command's took a tenth of a CLI call's own time, and one call
+    uses one command."""
+    chosen = words[0] if words and words[0] in _COMMANDS else None
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--socket",
@@ -168,8 +190,20 @@ def _parser() -> argparse.ArgumentParser:
         description="Own real shells in real PTYs for editors and agents.",
     )
     commands = parser.add_subparsers(dest="subcommand", required=True)
+    for name, text in _COMMANDS.items():
+        if name != chosen:
+            commands.add_parser(name, help=text)
+            continue
+        command = commands.add_parser(name, help=text, parents=[common] if name in _CLIENTS else [])
+        _OPTIONS.get(name, _no_options)(command)
+    return parser
 
-    serve = commands.add_parser("serve", help="serve the registry over JSON-RPC")
+
+def _no_options(command: argparse.ArgumentParser) -> None:
+    """A command without options of its own."""
+
+
+def _serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout")
     serve.add_argument("--socket", help="also serve any number of clients on this socket")
     serve.add_argument(
@@ -199,12 +233,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="WARNING")
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
 
-    run = commands.add_parser(
-        "run",
-        parents=[common],
-        help="run a command in a real terminal; print exit code and cwd",
-        description="Run COMMAND in a terminal of the server (output streams live), "
-        "then print the exit code and cwd. Exits with the command's exit code.",
+
+def _run_options(run: argparse.ArgumentParser) -> None:
+    run.description = (
+        "Run COMMAND in a terminal of the server (output streams live), "
+        "then print the exit code and cwd. Exits with the command's exit code."
     )
     run.add_argument("--task", help="task id the terminal is bound to")
     run.add_argument(
@@ -228,13 +261,12 @@ def _parser() -> argparse.ArgumentParser:
         "names its terminal (see attach)."
     )
 
-    attach_command = commands.add_parser(
-        "attach",
-        parents=[common],
-        help="attach this terminal to a registry terminal (Ctrl-] detaches)",
-        description="Show terminal ID's recent output, then its live output; what you type "
+
+def _attach_options(attach_command: argparse.ArgumentParser) -> None:
+    attach_command.description = (
+        "Show terminal ID's recent output, then its live output; what you type "
         "goes to it and its size follows yours. Ctrl-] (or --detach-key) detaches and "
-        "leaves it running.",
+        "leaves it running."
     )
     attach_command.add_argument("terminal_id", type=int, metavar="ID")
     attach_command.add_argument(
@@ -243,7 +275,8 @@ def _parser() -> argparse.ArgumentParser:
         help="the key that detaches, as C-<char> (default C-])",
     )
 
-    env = commands.add_parser("env", parents=[common], help="print the environment details")
+
+def _env_options(env: argparse.ArgumentParser) -> None:
     env.add_argument("--task", help="task id (default: every terminal)")
     env.add_argument("--cooldown", type=float, help="seconds to wait for hot terminals")
     env.add_argument(
@@ -252,27 +285,42 @@ def _parser() -> argparse.ArgumentParser:
         help="report without marking the output retrieved (the default without --task)",
     )
 
-    lst = commands.add_parser("list", parents=[common], help="list the terminals")
+
+def _list_options(lst: argparse.ArgumentParser) -> None:
     lst.add_argument("--task", help="only this task's terminals")
 
-    for name, text in (("kill", "end a terminal's running command"), ("close", "close a terminal")):
-        action = commands.add_parser(name, parents=[common], help=text)
-        action.add_argument("terminal_id", type=int, metavar="ID")
 
-    commands.add_parser("stop", parents=[common], help="stop the background server")
+def _terminal_id(action: argparse.ArgumentParser) -> None:
+    action.add_argument("terminal_id", type=int, metavar="ID")
 
-    audit = commands.add_parser("log", help="print the audit log (see serve --audit-log)")
+
+def _log_options(audit: argparse.ArgumentParser) -> None:
     audit.add_argument("--path", help="the audit log (default: $TERMINAL_REGISTRY_AUDIT_LOG)")
     audit.add_argument("--json", action="store_true", help="the entries as a JSON array")
     audit.add_argument("-n", "--last", type=int, metavar="N", help="only the last N commands")
-    # Its options are the face's own (protocol/mcp_face.py): main() hands it its argv.
-    commands.add_parser("mcp", help="serve the terminals to MCP agents over stdio")
-    return parser
+
+
+_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "serve": _serve_options,
+    "run": _run_options,
+    "attach": _attach_options,
+    "env": _env_options,
+    "list": _list_options,
+    "kill": _terminal_id,
+    "close": _terminal_id,
+    "log": _log_options,
+}
+
+
+def _attach(args: argparse.Namespace, client: BlockingClient) -> int:
+    from .attach import attach  # the console's imports, for this command only
+
+    return attach(args, client)
 
 
 _CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, BlockingClient], int]] = {
     "run": run,
-    "attach": attach,
+    "attach": _attach,
     "env": _env,
     "list": _list,
     "kill": _kill,
@@ -284,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["mcp"]:
         return _mcp(words[1:])
-    parser = _parser()
+    parser = _parser(words)
     args = parser.parse_args(words)
     if args.subcommand == "serve":
         from .serve import serve  # the server's imports, for this command only
