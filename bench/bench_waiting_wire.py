@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_waiting import pct, prepare
 
 from tests.rpc import StdioServer
 
@@ -106,21 +108,6 @@ class Timeline:
                 ):
                     return last_write, note["_at"], params["state"]
             self.server.notifications.append(await self.server._next())
-
-
-def prepare(directory: Path) -> None:
-    (directory / "long.txt").write_text("\n".join(f"line {n}" for n in range(300)))
-    repo = directory / "repo"
-    repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@b"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    body = "\n".join(f"body line {n}" for n in range(80))
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"subject\n\n{body}"], check=True)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def latency(server: TimedServer, directory: Path, rounds: int) -> None:

@@ -236,9 +236,9 @@ class Cgroup:
 
     def kill(self) -> set[int]:
         """SIGKILL every member (no member can fork away meanwhile); returns them."""
-        members = self.members()
         v2 = self.paths.get("v2")
         if v2 is not None and os.path.exists(os.path.join(v2, "cgroup.kill")):
+            members = self.members()
             with contextlib.suppress(OSError), open(os.path.join(v2, "cgroup.kill"), "w") as f:
                 f.write("1")
             return members

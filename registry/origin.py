@@ -24,6 +24,7 @@ import psutil
 
 from .ownership import SERVER_TAG_VARIABLE
 from .terminals.children import TERMINAL_TAG_VARIABLE
+from .waiting import procfs
 
 __all__ = ["Origin", "Suspect", "origin_of"]
 
@@ -79,13 +80,9 @@ def _ancestors(pid: int) -> set[int]:
     of what a new connection cost the server)."""
     chain = {pid}
     while pid > 1:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                # The name, in parentheses, may hold anything: fields follow the last ")".
-                pid = int(f.read().rpartition(b")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
+        info = procfs.stat(pid)
+        if info is None or info.ppid <= 0 or info.ppid in chain:
             break
-        if pid <= 0 or pid in chain:
-            break
+        pid = info.ppid
         chain.add(pid)
     return chain

@@ -186,6 +186,29 @@ def next_run_end(terminal: Terminal) -> asyncio.Future[TerminalRun]:
     return ended
 
 
+async def started(terminal: Terminal, command: str, needle: bytes, **kw: object) -> TerminalRun:
+    """Start ``command`` and return its run once it has printed ``needle`` (which the
+    echo of the command line must not contain) -- an event, not a poll."""
+    assert needle.decode() not in command
+    shown = asyncio.Event()
+    seen = bytearray()
+
+    class Shows(TerminalListener):
+        def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
+            seen.extend(data)
+            if needle in seen:
+                shown.set()
+
+    listener = Shows()
+    terminal.subscribe(listener)
+    try:
+        run = await terminal.start(command, **kw)  # type: ignore[arg-type]
+        await asyncio.wait_for(shown.wait(), 30)
+    finally:
+        terminal.unsubscribe(listener)
+    return run
+
+
 @pytest_asyncio.fixture
 async def fresh() -> AsyncIterator[StdioServer]:
     """A server of this test's own, not initialised; stopped after if still running."""

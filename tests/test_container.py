@@ -21,11 +21,11 @@ import pytest_asyncio
 from registry.config import Settings
 from registry.errors import InvalidCwdError, SpawnError
 from registry.registry import TerminalRegistry
-from registry.run import RunState, TerminalRun
-from registry.terminals.base import Terminal, TerminalListener
+from registry.run import RunState
+from registry.terminals.base import Terminal
 from registry.terminals.container import ContainerTerminal
 
-from .conftest import fast_settings
+from .conftest import fast_settings, started
 from .containers import PODMAN, container
 
 __all__ = ["container"]
@@ -72,30 +72,6 @@ def alive(proc: psutil.Process) -> bool:
         return bool(proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
-
-
-class _Seen(TerminalListener):
-    def __init__(self, needle: bytes) -> None:
-        self.needle = needle
-        self.seen = bytearray()
-        self.event = asyncio.Event()
-
-    def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
-        self.seen += data
-        if self.needle in self.seen:
-            self.event.set()
-
-
-async def started(terminal: Terminal, command: str, needle: bytes, **kw: object) -> TerminalRun:
-    assert needle.decode() not in command
-    seen = _Seen(needle)
-    terminal.subscribe(seen)
-    try:
-        run = await terminal.start(command, **kw)  # type: ignore[arg-type]
-        await asyncio.wait_for(seen.event.wait(), 30)
-    finally:
-        terminal.unsubscribe(seen)
-    return run
 
 
 async def test_runs_in_the_container_and_is_found_there_again(

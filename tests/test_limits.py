@@ -6,7 +6,6 @@ and the server's own counting otherwise."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from registry import limits as limits_module
 from registry.cgroups import Cgroup, detect
 from registry.keeper import Keeper
 from registry.limits import Limits, enforcement
+from registry.processes import wait_gone
 from registry.registry import TerminalRegistry
 from registry.run import RunState, TerminalRun
 
@@ -133,7 +133,7 @@ async def _only_the_shell_is_left(
             others.append(psutil.Process(pid))
         except psutil.NoSuchProcess:
             continue
-    await asyncio.to_thread(psutil.wait_procs, others, 10)
+    await wait_gone(others, 10)
     assert group.members() <= keep
 
 

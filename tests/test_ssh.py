@@ -22,10 +22,10 @@ from registry.errors import InvalidCwdError, SpawnError, UnknownTerminalError
 from registry.output import strip_escape_sequences
 from registry.registry import TerminalRegistry
 from registry.run import RunState, TerminalRun
-from registry.terminals.base import IntegrationState, Terminal, TerminalListener
+from registry.terminals.base import IntegrationState, Terminal
 from registry.terminals.ssh import SshTerminal, parse_destination
 
-from .conftest import SHELLS
+from .conftest import SHELLS, started
 from .sshd import PrivateSshd, sshd
 
 __all__ = ["sshd"]
@@ -50,34 +50,6 @@ async def text(terminal: Terminal, command: str, timeout: float = 20) -> str:
     run = await asyncio.wait_for(terminal.run(command), timeout)
     assert run.state is RunState.COMPLETED, (run.state, run.note, run.output)
     return run.text().replace("\r\n", "\n").strip()
-
-
-class _Seen(TerminalListener):
-    """Waits until a terminal has shown ``needle`` (an event, not a poll)."""
-
-    def __init__(self, needle: bytes) -> None:
-        self.needle = needle
-        self.seen = bytearray()
-        self.event = asyncio.Event()
-
-    def on_output(self, terminal: Terminal, data: bytes, run: TerminalRun | None) -> None:
-        self.seen += data
-        if self.needle in self.seen:
-            self.event.set()
-
-
-async def started(terminal: Terminal, command: str, needle: bytes, **kw: object) -> TerminalRun:
-    """Start ``command`` and return its run once it has printed ``needle`` (which the
-    echo of the command line must not contain)."""
-    assert needle.decode() not in command
-    seen = _Seen(needle)
-    terminal.subscribe(seen)
-    try:
-        run = await terminal.start(command, **kw)  # type: ignore[arg-type]
-        await asyncio.wait_for(seen.event.wait(), 20)
-    finally:
-        terminal.unsubscribe(seen)
-    return run
 
 
 async def gone(procs: list[psutil.Process], timeout: float = 10) -> list[psutil.Process]:

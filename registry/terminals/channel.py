@@ -4,7 +4,8 @@
 :mod:`~registry.terminals.container`) gives each
 :class:`~registry.terminals.remote.RemoteShellTerminal`: the local client that runs
 a command on the target in a terminal, control commands beside it, whether the
-client's end means the connection was lost, and the target's names.  Also here:
+client's end means the connection was lost, and the target's names; and
+:class:`RemoteTarget`, a provider's resolved target, which opens channels.  Also here:
 :func:`run_local`, how every short-lived local helper (``ssh -G``, a control
 command) runs.
 """
@@ -15,11 +16,31 @@ import abc
 import asyncio
 import contextlib
 import os
+from typing import Protocol
 
+from ..config import Settings
 from ..shell.remote import RemoteReport
 from .children import NOWHERE, Placement, agent_environment, reset_signals
 
-__all__ = ["RemoteChannel", "run_local"]
+__all__ = ["RemoteChannel", "RemoteTarget", "run_local"]
+
+
+class RemoteTarget(Protocol):
+    """A provider's target, resolved (an ssh destination, a container)."""
+
+    @property
+    def key(self) -> str:
+        """The registry's key for the target: equal targets, equal keys."""
+        ...
+
+    @property
+    def home(self) -> str | None:
+        """Its home directory, once a terminal's bootstrap reported it."""
+        ...
+
+    async def channel(self, settings: Settings, placement: Placement) -> RemoteChannel:
+        """A channel for one more terminal there."""
+        ...
 
 
 async def run_local(

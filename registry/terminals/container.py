@@ -21,15 +21,13 @@ import shlex
 import shutil
 import time
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..config import Settings
 from ..errors import SpawnError
 from ..shell.remote import RemoteReport
-from .channel import RemoteChannel, run_local
-from .children import NOWHERE, Placement
-from .paths import remote_path_key
+from .channel import RemoteChannel, RemoteTarget, run_local
+from .children import Placement
 from .remote import RemoteShellTerminal
 
 __all__ = ["ContainerTarget", "ContainerTerminal", "resolve_container"]
@@ -60,6 +58,10 @@ class ContainerTarget:
     @property
     def name(self) -> str:
         return f"container {self.spec} ({self.engine_name})"
+
+    async def channel(self, settings: Settings, placement: Placement) -> RemoteChannel:
+        """An ``exec`` of the engine per terminal: nothing to open in advance."""
+        return ContainerChannel(self, placement)
 
 
 _targets: weakref.WeakKeyDictionary[
@@ -152,41 +154,11 @@ class ContainerTerminal(RemoteShellTerminal):
 
     provider = "container"
 
-    @classmethod
-    async def locate(cls, cwd: str, target: str | None, settings: Settings) -> tuple[str, str]:
-        if not target:
-            raise ValueError("the container provider needs a container")
-        resolved = await resolve_container(target, settings)
-        return (resolved.key, remote_path_key(cwd, resolved.home))
+    _needs = "a container"
 
     @classmethod
-    async def create(
-        cls,
-        terminal_id: int,
-        cwd: str,
-        settings: Settings | None = None,
-        *,
-        shell: str | None = None,
-        env: Mapping[str, str] | None = None,
-        placement: Placement = NOWHERE,
-        target: str | None = None,
-        integration: bool = True,
-    ) -> ContainerTerminal:
-        settings = settings or Settings()
-        if not target:
-            raise ValueError("the container provider needs a container")
-        resolved = await resolve_container(target, settings)
-        channel = ContainerChannel(resolved, placement)
-        return await cls.open(
-            terminal_id,
-            cwd,
-            settings,
-            channel,
-            shell=shell,
-            env=env,
-            placement=placement,
-            integration=integration,
-        )
+    async def _resolve(cls, target: str, settings: Settings) -> RemoteTarget:
+        return await resolve_container(target, settings)
 
     @property
     def container(self) -> str | None:

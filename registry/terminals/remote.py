@@ -55,7 +55,7 @@ from ..shell.remote import (
     posix_command,
 )
 from ..waiting import Rules, WaitState, WatchSettings
-from .channel import RemoteChannel
+from .channel import RemoteChannel, RemoteTarget
 from .children import NOWHERE, TERMINAL_TAG_VARIABLE, Placement, agent_environment, new_tag
 from .paths import remote_path_key
 from .phases import Phase
@@ -112,26 +112,48 @@ class RemoteShellTerminal(ShellTerminal):
         self._sweeping: asyncio.Task[None] | None = None
         self._lost: str | None = None
 
+    #: What the provider needs to be given, named in the error when it is missing.
+    _needs = "a target"
+
     @classmethod
-    async def open(
+    async def _resolve(cls, target: str, settings: Settings) -> RemoteTarget:
+        """The provider's target, resolved: each remote provider says how."""
+        raise NotImplementedError
+
+    @classmethod
+    async def _target(cls, target: str | None, settings: Settings) -> RemoteTarget:
+        if not target:
+            raise ValueError(f"the {cls.provider} provider needs {cls._needs}")
+        return await cls._resolve(target, settings)
+
+    @classmethod
+    async def locate(cls, cwd: str, target: str | None, settings: Settings) -> tuple[str, str]:
+        resolved = await cls._target(target, settings)
+        return (resolved.key, remote_path_key(cwd, resolved.home))
+
+    @classmethod
+    async def create(
         cls,
         terminal_id: int,
         cwd: str,
-        settings: Settings,
-        channel: RemoteChannel,
+        settings: Settings | None = None,
         *,
-        shell: str | None,
-        env: Mapping[str, str] | None,
+        shell: str | None = None,
+        env: Mapping[str, str] | None = None,
         placement: Placement = NOWHERE,
+        target: str | None = None,
         integration: bool = True,
     ) -> Self:
-        """Start the client, hand the bootstrap its nonce, and return once the shell
-        is about to start on the target.  The channel's session is the terminal's
-        from here on (released when its client ends).
+        """Open a channel to ``target``, start the client in it, hand the bootstrap
+        its nonce, and return once the shell is about to start on the target.  The
+        channel's session is the terminal's from here on (released when its client
+        ends).
 
         Raises :class:`InvalidCwdError` when ``cwd`` is not a directory on the target
         and :class:`SpawnError` when the terminal cannot be started there.
         """
+        settings = settings or Settings()
+        channel = await (await cls._target(target, settings)).channel(settings, placement)
         nonce = secrets.token_hex(16)
         tag = new_tag(terminal_id)
         script = bootstrap_script(

@@ -21,15 +21,13 @@ import asyncio
 import re
 import time
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..config import Settings
 from ..errors import SpawnError
 from ..shell.remote import RemoteReport
-from .channel import RemoteChannel, run_local
-from .children import NOWHERE, Placement
-from .paths import remote_path_key
+from .channel import RemoteChannel, RemoteTarget, run_local
+from .children import Placement
 from .remote import RemoteShellTerminal
 from .sshmaster import SshMaster, SshPool, ssh_argv
 
@@ -95,6 +93,10 @@ class SshTarget:
         host = f"[{self.hostname}]" if ":" in self.hostname else self.hostname
         port = f":{self.port}" if self.port != 22 else ""
         return f"{self.user}@{host}{port}"
+
+    async def channel(self, settings: Settings, placement: Placement) -> RemoteChannel:
+        """A session on one of the target's masters (a new master when all are full)."""
+        return SshChannel(self, await self.pool.session(settings, placement), placement)
 
 
 #: Resolved targets, per event loop (their masters are the loop's child processes).
@@ -196,42 +198,11 @@ class SshTerminal(RemoteShellTerminal):
 
     provider = "ssh"
 
-    @classmethod
-    async def locate(cls, cwd: str, target: str | None, settings: Settings) -> tuple[str, str]:
-        if not target:
-            raise ValueError("the ssh provider needs a host")
-        resolved = await resolve_target(target, settings)
-        return (resolved.key, remote_path_key(cwd, resolved.home))
+    _needs = "a host"
 
     @classmethod
-    async def create(
-        cls,
-        terminal_id: int,
-        cwd: str,
-        settings: Settings | None = None,
-        *,
-        shell: str | None = None,
-        env: Mapping[str, str] | None = None,
-        placement: Placement = NOWHERE,
-        target: str | None = None,
-        integration: bool = True,
-    ) -> SshTerminal:
-        settings = settings or Settings()
-        if not target:
-            raise ValueError("the ssh provider needs a host")
-        resolved = await resolve_target(target, settings)
-        master = await resolved.pool.session(settings, placement)
-        channel = SshChannel(resolved, master, placement)
-        return await cls.open(
-            terminal_id,
-            cwd,
-            settings,
-            channel,
-            shell=shell,
-            env=env,
-            placement=placement,
-            integration=integration,
-        )
+    async def _resolve(cls, target: str, settings: Settings) -> RemoteTarget:
+        return await resolve_target(target, settings)
 
     @property
     def host(self) -> str | None:
