@@ -156,14 +156,6 @@ function e2eTest(
   });
 }
 
-/**
- * A check written ahead of the change it needs: skipped with the reason, unless
- * TERMINAL_REGISTRY_E2E_PENDING=1 asks to run it (to see whether it passes yet).
- */
-function pending(reason: string): string | undefined {
-  return process.env.TERMINAL_REGISTRY_E2E_PENDING === '1' ? undefined : `pending ${reason}`;
-}
-
 const home = (file: string) => `~/${path.relative(codeServer.profile.home, file)}`;
 
 e2eTest('the view appears in the Explorer, and opening it activates the extension and starts the server', T, async () => {
@@ -281,12 +273,7 @@ e2eTest('a busy sleep is killed from its row\'s inline action', T, async () => {
 
 e2eTest(
   'a finished terminal never shows busy again after its result',
-  {
-    ...T,
-    skip: pending(
-      'VS Code debounces tree refreshes (200 ms, leading edge) so the row lags the result; waiting for the row before the result passed 4 of 5 runs but one CI run then lost the Restart check\'s result notification',
-    ),
-  },
+  T,
   async () => {
     // Record every spinner the view draws, and when the result appears.
     await wb.page.evaluate(() => {

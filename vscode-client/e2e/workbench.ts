@@ -152,8 +152,20 @@ export class Workbench {
     const center = this.page.locator('.notifications-center.visible');
     if ((await center.count()) === 0) await this.runCommand('Notifications: Show Notifications');
     const item = center.locator('.notifications-list-container .monaco-list-row', { hasText: text });
-    await item.first().waitFor({ timeout });
-    return item.first();
+    const deadline = Date.now() + timeout;
+    for (;;) {
+      try {
+        await item.first().waitFor({ timeout: Math.max(1, Math.min(2000, deadline - Date.now())) });
+        return item.first();
+      } catch (error) {
+        if (Date.now() >= deadline) throw error;
+      }
+      // The newest is listed first, but only rows in view exist (the list is virtual),
+      // and one that arrived after the center opened sits above the focused row, out
+      // of view: back to the top of the list.
+      await center.locator('.monaco-list').first().focus();
+      await this.page.keyboard.press('Home');
+    }
   }
 
   async hideNotifications(): Promise<void> {

@@ -235,6 +235,8 @@ class Session implements vscode.Disposable {
       throw error;
     }
     this.logRun(result);
+    // The result, once the view's row shows how it ended (not a spinner beside it).
+    await this.tree.caughtUp(result.terminalId, this.view.visible ? 500 : 0);
     const summary = `${result.commandLine}: exit code ${result.exitCode ?? 'unknown'} (${result.state}), cwd ${result.cwd ?? '?'}`;
     const choice =
       result.exitCode === 0

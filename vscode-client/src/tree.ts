@@ -31,6 +31,10 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
   private readonly changeEmitter = new vscode.EventEmitter<RegistryNode | undefined | void>();
   readonly onDidChangeTreeData: vscode.Event<RegistryNode | undefined | void> = this.changeEmitter.event;
   private readonly subscription: { dispose(): void };
+  /** Refreshes asked of VS Code so far, and for each terminal the count when VS Code last fetched its row. */
+  private refreshes = 0;
+  private readonly fetched = new Map<number, number>();
+  private readonly fetchedEmitter = new vscode.EventEmitter<void>();
 
   /** @param home the home directory, shown as `~` in descriptions. */
   constructor(
@@ -39,7 +43,33 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
   ) {
     // Whole-tree refresh: groups appear and vanish with their terminals, and VS Code
     // keeps expansion state by item id, so nothing is lost by not diffing.
-    this.subscription = model.onDidChange(() => this.changeEmitter.fire());
+    this.subscription = model.onDidChange(() => {
+      this.refreshes++;
+      this.changeEmitter.fire();
+    });
+  }
+
+  /**
+   * Resolves once VS Code has fetched the terminal's row as the model holds it now,
+   * or after `timeoutMs`. VS Code coalesces a view's refreshes (one at once, the
+   * rest 200 ms after the last), so a row can show a state for up to 200 ms after
+   * the model left it: a run's result shown before its row caught up is read next
+   * to a spinner that says the command still runs.
+   */
+  caughtUp(terminalId: number, timeoutMs: number): Promise<void> {
+    const done = () => (this.fetched.get(terminalId) ?? -1) >= this.refreshes || this.model.get(terminalId) === undefined;
+    if (timeoutMs <= 0 || done()) return Promise.resolve();
+    return new Promise((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        listener.dispose();
+        resolve();
+      };
+      const timer = setTimeout(finish, timeoutMs);
+      const listener = this.fetchedEmitter.event(() => {
+        if (done()) finish();
+      });
+    });
   }
 
   getChildren(element?: RegistryNode): RegistryNode[] {
@@ -77,6 +107,10 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
   }
 
   private terminalItem(terminal: Terminal): vscode.TreeItem {
+    this.fetched.set(terminal.id, this.refreshes);
+    // Told once this turn is over: VS Code sends the items it is gathering when the
+    // turn that asked for them ends, and what waits on this should come after them.
+    setTimeout(() => this.fetchedEmitter.fire(), 0);
     const text = describeTerminal(terminal, this.home);
     const item = new vscode.TreeItem(text.label, vscode.TreeItemCollapsibleState.None);
     item.id = `terminal:${terminal.id}`;
@@ -92,5 +126,6 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
   dispose(): void {
     this.subscription.dispose();
     this.changeEmitter.dispose();
+    this.fetchedEmitter.dispose();
   }
 }

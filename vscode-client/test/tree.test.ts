@@ -144,3 +144,28 @@ test('a waiting terminal: its own icon, the question in its description, kill st
     assert.ok(!matches.test('terminal.idle') && !matches.test('terminal.stopped'));
   }
 });
+
+test('caughtUp waits until VS Code has fetched the row as the model holds it now', async () => {
+  const { model, provider } = setup([makeTerminal({ id: 1, taskId: 't', busy: true })]);
+  const fetchRow = () => {
+    const [group] = provider.getChildren();
+    for (const node of provider.getChildren(group)) provider.getTreeItem(node);
+  };
+  fetchRow();
+  await provider.caughtUp(1, 5000); // fetched since the last change: at once
+  model.upsert(makeTerminal({ id: 1, taskId: 't', busy: false }));
+  let settled = false;
+  const waiting = provider.caughtUp(1, 5000).then(() => {
+    settled = true;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(settled, false, 'the row VS Code holds still shows the run as busy');
+  fetchRow();
+  await waiting;
+  assert.equal(settled, true);
+  // A view that never asks (hidden, or VS Code slow) holds nobody past the bound.
+  model.upsert(makeTerminal({ id: 1, taskId: 't', busy: true }));
+  const started = Date.now();
+  await provider.caughtUp(1, 30);
+  assert.ok(Date.now() - started < 2000);
+});
