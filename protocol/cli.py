@@ -76,22 +76,33 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def _connect(args: argparse.Namespace) -> BlockingClient:
-    path, started = daemon.resolve_socket(args.socket, start=True)
-    if started:
-        print(
-            f"terminal-registry: started a background server on {path} "
-            "(terminals persist between calls; `terminal-registry stop` ends it)",
-            file=sys.stderr,
-        )
+    path, may_start = daemon.socket_path(args.socket)
     try:
         return BlockingClient.connect(path)
+    except ConnectionLost:
+        raise
     except OSError as error:
-        if args.socket:
+        if not may_start:
             remedy = f"start one with `terminal-registry serve --socket {path}`"
-        else:
-            remedy = f"see {daemon.log_path(path)}"
-        reason = error.strerror or str(error)
-        raise CliError(f"cannot reach the server at {path} ({reason}); {remedy}") from None
+            raise CliError(_unreachable(path, error, remedy)) from None
+    # Nothing listens: start the user's background server. The failed connect was the
+    # probe (probing first cost every call a second connection the server set up).
+    daemon.start_background_server(path)
+    print(
+        f"terminal-registry: started a background server on {path} "
+        "(terminals persist between calls; `terminal-registry stop` ends it)",
+        file=sys.stderr,
+    )
+    try:
+        return BlockingClient.connect(path)
+    except ConnectionLost:
+        raise
+    except OSError as error:
+        raise CliError(_unreachable(path, error, f"see {daemon.log_path(path)}")) from None
+
+
+def _unreachable(path: str, error: OSError, remedy: str) -> str:
+    return f"cannot reach the server at {path} ({error.strerror or error}); {remedy}"
 
 
 def _terminal(client: BlockingClient, terminal_id: int) -> dict[str, Any]:

@@ -18,8 +18,6 @@ import os
 import select
 import signal
 import sys
-import termios
-import tty
 from collections.abc import Callable
 from types import FrameType, TracebackType
 
@@ -50,6 +48,10 @@ class Console:
 
     def __enter__(self) -> Console:
         if self.interactive:
+            # Imported only for a person's terminal: an agent's call pipes stdin.
+            import termios
+            import tty
+
             self._saved = termios.tcgetattr(self.fd)
             tty.setraw(self.fd, termios.TCSANOW)
         return self
@@ -61,6 +63,8 @@ class Console:
         tb: TracebackType | None,
     ) -> None:
         if self._saved is not None:
+            import termios
+
             with contextlib.suppress(termios.error, OSError):
                 termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)  # type: ignore[arg-type]
             self._saved = None

@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 from typing import TYPE_CHECKING
-
-from .listen import check_socket_directory, socket_accepts
 
 if TYPE_CHECKING:
     import psutil
@@ -36,6 +33,7 @@ __all__ = [
     "log_path",
     "pid_file",
     "resolve_socket",
+    "socket_path",
     "start_background_server",
     "stop_server",
     "write_pid_file",
@@ -107,27 +105,39 @@ def check_socket_path(path: str) -> None:
         )
 
 
-def resolve_socket(explicit: str | None, *, start: bool) -> tuple[str, bool]:
-    """The socket to talk to, and whether a background server was just started for it.
+def socket_path(explicit: str | None) -> tuple[str, bool]:
+    """The socket to talk to, and whether the user's background server may be started there.
 
     ``explicit`` (``--socket``) is taken as it is: a server must listen there.  Else
-    ``$TERMINAL_REGISTRY_SOCKET``, else the default socket -- the user's own
-    background server, started when ``start`` is set and none listens.
+    ``$TERMINAL_REGISTRY_SOCKET``, else the default socket -- where a client starts the
+    user's own background server (:func:`start_background_server`) if none listens.
     """
     if explicit:
         check_socket_path(explicit)
         return explicit, False
     path = os.environ.get(SOCKET_VARIABLE) or default_socket_path()
     check_socket_path(path)
-    if start and not socket_accepts(path):
-        start_background_server(path)
-        return path, True
+    return path, True
+
+
+def resolve_socket(explicit: str | None, *, start: bool) -> tuple[str, bool]:
+    """:func:`socket_path`, and whether a background server was just started for it
+    (when ``start`` is set and none listened: a connect probe says)."""
+    path, may_start = socket_path(explicit)
+    if start and may_start:
+        from .listen import socket_accepts  # imports socket, which the CLI does without
+
+        if not socket_accepts(path):
+            start_background_server(path)
+            return path, True
     return path, False
 
 
 def start_background_server(path: str) -> None:
     """Start ``terminal-registry serve --socket PATH`` in its own session; wait until ready."""
     import subprocess
+
+    from .listen import check_socket_directory
 
     try:
         check_socket_directory(os.path.dirname(os.path.abspath(path)))
@@ -196,6 +206,8 @@ def stop_server(path: str) -> int:
             f"{file} names process {pid}, which is not a terminal-registry server "
             "for this socket: not signalling it"
         )
+    import signal
+
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(30)

@@ -31,9 +31,20 @@ LEAN_IMPORTS = {
     # The engine never knows it is served.
     "registry.registry": ("protocol", "pygls", "lsprotocol"),
     # The clients load no engine and no server; the CLI, started once per command,
-    # loads not even asyncio, pygls, lsprotocol or attrs.
+    # loads not even asyncio, pygls, lsprotocol or attrs -- nor socket (it speaks
+    # through _socket) and termios (for a person's terminal only): ~5 ms of its start.
     "protocol.client": ("registry", "pygls.server", "pygls.lsp.server", "protocol.server"),
-    "protocol.cli": ("registry", "asyncio", "pygls", "lsprotocol", "attrs", "psutil"),
+    "protocol.cli": (
+        "registry",
+        "asyncio",
+        "pygls",
+        "lsprotocol",
+        "attrs",
+        "psutil",
+        "socket",
+        "selectors",
+        "termios",
+    ),
 }
 
 
