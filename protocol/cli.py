@@ -339,8 +339,29 @@ _CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, BlockingClient], int]]
 }
 
 
+def _command_first(words: list[str]) -> list[str]:
+    """``--json`` and ``--socket PATH`` before the command moved after it, where the
+    parser looks for them (``terminal-registry --json list`` is how many type it); a
+    command that does not take one then has the parser name it."""
+    shared = []
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if word == "--json" or word.startswith("--socket="):
+            shared.append(word)
+            at += 1
+        elif word == "--socket" and at + 1 < len(words):
+            shared += words[at : at + 2]
+            at += 2
+        else:
+            break
+    if not shared or at == len(words) or words[at] not in _COMMANDS:
+        return words
+    return [words[at], *shared, *words[at + 1 :]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    words = list(sys.argv[1:] if argv is None else argv)
+    words = _command_first(list(sys.argv[1:] if argv is None else argv))
     if words[:1] == ["mcp"]:
         return _mcp(words[1:])
     parser = _parser(words)

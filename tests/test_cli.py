@@ -114,3 +114,18 @@ def test_explicit_socket_and_bad_input(runtime_dir: dict[str, str], tmp_path: Pa
     assert bad_cwd.returncode == 2
     assert "does not exist" in bad_cwd.stderr
     assert cli("run", env=runtime_dir).returncode == 2  # no command
+
+
+def test_the_shared_options_may_come_before_the_command(
+    runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    socket = str(tmp_path / "none.sock")
+    for words in (["--json", "--socket", socket, "list"], [f"--socket={socket}", "--json", "list"]):
+        nowhere = cli(*words, env=runtime_dir)
+        assert nowhere.returncode == 2
+        error = json.loads(nowhere.stdout)["error"]
+        assert f"cannot reach the server at {socket}" in error["message"]
+    # An option the command does not take is still refused by name.
+    refused = cli("--socket", socket, "log", env=runtime_dir)
+    assert refused.returncode == 2
+    assert "--socket" in refused.stderr
