@@ -19,7 +19,9 @@ In one run, interleaved round by round so machine noise falls on all alike:
 
 Then ``didWrite`` throughput: ``seq 1 3000000`` over stdio to a client that only
 counts the bytes of didWrite messages, against the same command through the
-in-process terminal; and spawn-to-``initialize`` time of the server process.
+in-process terminal; and spawn-to-``initialize`` time of the server process against
+``python -c pass`` plus the server's look for shells, with the import of
+``lsprotocol.types`` timed the same way.
 
 Medians and p90; ratios are printed, nothing is asserted.
 
@@ -59,6 +61,16 @@ def p90(values: list[float]) -> float:
 
 def ms(value: float) -> str:
     return f"{value * 1000:7.3f} ms"
+
+
+async def process_time(argv: list[str]) -> float:
+    """Wall time of a whole process, spawn to exit."""
+    start = perf()
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    await process.wait()
+    return perf() - start
 
 
 class StdioClient:
@@ -280,10 +292,27 @@ async def main(n: int) -> None:
                 through[name].append(size / (perf() - start) / 1e6)
 
     await client.close()
+    # Issue 10's item 3: spawn to initialize against Python's own start-up plus the
+    # look for shells the server does before it answers; and the import that stands
+    # between (lsprotocol's types, which pygls imports), each in the same rounds.
+    python_times: list[float] = []
+    lsprotocol_times: list[float] = []
     for _ in range(4):
         extra, spawn = await StdioClient.start()
         spawn_times.append(spawn)
         await extra.close()
+        python_times.append(await process_time([sys.executable, "-c", "pass"]))
+        lsprotocol_times.append(
+            await process_time([sys.executable, "-c", "import lsprotocol.types"])
+        )
+    from protocol import connection
+
+    looks = []
+    for _ in range(20):
+        connection._shells_seen = None  # the look itself, not its 30 s cache
+        start = perf()
+        connection.available_shells()
+        looks.append(perf() - start)
     await ours.close()
     floor.close()
     minimal.close()
@@ -328,9 +357,17 @@ async def main(n: int) -> None:
     print(f"  over stdio to a byte-counting client {stdio_rate:6.1f} MB/s")
     print(f"  the terminal in-process              {engine_rate:6.1f} MB/s")
     print(f"  ratio {stdio_rate / engine_rate:.2f}x   (target >= 0.5x)")
+    spawned = statistics.median(spawn_times)
+    python_start = statistics.median(python_times)
+    look = statistics.median(looks)
     print(
-        f"spawn to initialize answer: median {statistics.median(spawn_times) * 1000:.0f} ms"
-        f" (of {len(spawn_times)})"
+        f"spawn to initialize answer: median {spawned * 1000:.0f} ms (of {len(spawn_times)});"
+        f" python -c pass {python_start * 1000:.0f} ms + the look for shells"
+        f" {look * 1000:.1f} ms: {spawned / (python_start + look):.1f}x   (target <= 2x)"
+    )
+    print(
+        f"  of which importing lsprotocol.types (pygls imports it):"
+        f" {(statistics.median(lsprotocol_times) - python_start) * 1000:.0f} ms"
     )
 
 
