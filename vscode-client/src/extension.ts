@@ -60,6 +60,8 @@ class Session implements vscode.Disposable {
     this.disposables.push(
       this.tree,
       this.view,
+      this.view.onDidCollapseElement((event) => this.tree.expansionChanged(event.element, false)),
+      this.view.onDidExpandElement((event) => this.tree.expansionChanged(event.element, true)),
       this.serverLog,
       this.runLog,
       this.details,

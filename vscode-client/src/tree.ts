@@ -31,9 +31,12 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
   private readonly changeEmitter = new vscode.EventEmitter<RegistryNode | undefined | void>();
   readonly onDidChangeTreeData: vscode.Event<RegistryNode | undefined | void> = this.changeEmitter.event;
   private readonly subscription: { dispose(): void };
-  /** Refreshes asked of VS Code so far, and for each terminal the count when VS Code last fetched its row. */
+  /** Refreshes asked of VS Code so far, and for each row (a terminal's id, a group's
+   * key) the count when VS Code last fetched it. */
   private refreshes = 0;
-  private readonly fetched = new Map<number, number>();
+  private readonly fetched = new Map<number | string, number>();
+  /** Groups the person collapsed: their terminals' rows are not fetched, not shown. */
+  private readonly collapsed = new Set<string>();
   private readonly fetchedEmitter = new vscode.EventEmitter<void>();
 
   /** @param home the home directory, shown as `~` in descriptions. */
@@ -57,7 +60,13 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
    * to a spinner that says the command still runs.
    */
   caughtUp(terminalId: number, timeoutMs: number): Promise<void> {
-    const done = () => (this.fetched.get(terminalId) ?? -1) >= this.refreshes || this.model.get(terminalId) === undefined;
+    const done = () => {
+      const group = this.model.groups().find((g) => g.terminals.some((t) => t.id === terminalId));
+      if (group === undefined) return true;
+      // In a collapsed group, its row (which counts busy terminals) is what shows.
+      const row = this.collapsed.has(group.key) ? group.key : terminalId;
+      return (this.fetched.get(row) ?? -1) >= this.refreshes;
+    };
     if (timeoutMs <= 0 || done()) return Promise.resolve();
     return new Promise((resolve) => {
       const finish = () => {
@@ -70,6 +79,13 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
         if (done()) finish();
       });
     });
+  }
+
+  /** From the view's onDidCollapseElement / onDidExpandElement. */
+  expansionChanged(element: RegistryNode, expanded: boolean): void {
+    if (element.kind !== 'task') return;
+    if (expanded) this.collapsed.delete(element.group.key);
+    else this.collapsed.add(element.group.key);
   }
 
   getChildren(element?: RegistryNode): RegistryNode[] {
@@ -91,6 +107,7 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
   }
 
   private taskItem(group: TaskGroup): vscode.TreeItem {
+    this.noteFetched(group.key);
     const item = new vscode.TreeItem(group.label, vscode.TreeItemCollapsibleState.Expanded);
     item.id = group.key;
     item.contextValue = taskContextValue(group);
@@ -106,11 +123,15 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
     return item;
   }
 
-  private terminalItem(terminal: Terminal): vscode.TreeItem {
-    this.fetched.set(terminal.id, this.refreshes);
+  private noteFetched(row: number | string): void {
+    this.fetched.set(row, this.refreshes);
     // Told once this turn is over: VS Code sends the items it is gathering when the
     // turn that asked for them ends, and what waits on this should come after them.
     setTimeout(() => this.fetchedEmitter.fire(), 0);
+  }
+
+  private terminalItem(terminal: Terminal): vscode.TreeItem {
+    this.noteFetched(terminal.id);
     const text = describeTerminal(terminal, this.home);
     const item = new vscode.TreeItem(text.label, vscode.TreeItemCollapsibleState.None);
     item.id = `terminal:${terminal.id}`;

@@ -169,3 +169,33 @@ test('caughtUp waits until VS Code has fetched the row as the model holds it now
   await provider.caughtUp(1, 30);
   assert.ok(Date.now() - started < 2000);
 });
+
+test('caughtUp, for a terminal in a collapsed group: the group row is what VS Code shows', async () => {
+  const { model, provider } = setup([makeTerminal({ id: 1, taskId: 't', busy: true })]);
+  const [group] = provider.getChildren();
+  provider.getTreeItem(group);
+  provider.expansionChanged(group, false);
+  model.upsert(makeTerminal({ id: 1, taskId: 't', busy: false }));
+  let settled = false;
+  const waiting = provider.caughtUp(1, 5000).then(() => {
+    settled = true;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(settled, false, 'the group row VS Code holds still counts the terminal busy');
+  // VS Code fetches only the root's rows: the terminal's row is never asked for.
+  for (const node of provider.getChildren()) provider.getTreeItem(node);
+  await waiting;
+  assert.equal(settled, true);
+  // Expanded again: its terminal's row is what counts.
+  provider.expansionChanged(provider.getChildren()[0], true);
+  model.upsert(makeTerminal({ id: 1, taskId: 't', busy: true }));
+  for (const node of provider.getChildren()) provider.getTreeItem(node);
+  settled = false;
+  const again = provider.caughtUp(1, 5000).then(() => {
+    settled = true;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(settled, false, 'the group row alone does not show the terminal row');
+  for (const node of provider.getChildren(provider.getChildren()[0])) provider.getTreeItem(node);
+  await again;
+});

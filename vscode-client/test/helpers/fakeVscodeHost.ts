@@ -86,6 +86,9 @@ export interface FakeTreeView {
   selection: unknown[];
   message: string | undefined;
   onMessage: Emitter<string | undefined>;
+  /** The person collapsing and expanding rows (fire these to act as them). */
+  collapse: Emitter<{ element: unknown }>;
+  expand: Emitter<{ element: unknown }>;
 }
 
 export interface FakeTerminal {
@@ -181,9 +184,15 @@ export function installFakeVscodeHost(options: { config: Record<string, unknown>
           onMessage.fire(value);
         },
         onMessage,
+        collapse: new Emitter<{ element: unknown }>(),
+        expand: new Emitter<{ element: unknown }>(),
       };
       host.treeViews.set(id, view);
-      return Object.assign(view, { dispose: () => undefined });
+      return Object.assign(view, {
+        onDidCollapseElement: view.collapse.event,
+        onDidExpandElement: view.expand.event,
+        dispose: () => undefined,
+      });
     },
     createTerminal(opts: { name: string; pty: FakeTerminal['pty'] }) {
       const terminal: FakeTerminal = { name: opts.name, pty: opts.pty, shown: 0 };
