@@ -8,6 +8,7 @@ and assert no waiting state was ever reported.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -290,3 +291,21 @@ async def test_a_busy_program_is_running(shell: PtyShell) -> None:
     never_waiting(shell.states)
     shell.write(b"\x03")
     await shell.until_prompt()
+
+
+async def test_the_shell_reading_is_not_called_waiting_while_its_output_is_unread(
+    shell: PtyShell,
+) -> None:
+    """A command that just ended: the shell has written its end and reads again, but
+    we have not read that yet. (On a loaded machine a look landed there and called
+    the ended command "waiting for input (bash)".)"""
+    await shell.ready()
+    shell.loop.remove_reader(shell.fd)  # from here, what the shell prints stays unread
+    shell.submit("true")  # "running" from here on: the prompt that ends it goes unread
+    await shell.until_checks(lambda check: "output unread" in check.decision.reason)
+    assert all(state.state is not TerminalState.WAITING_FOR_INPUT for state in shell.states)
+    # Read at last, the shell still reads with a "command running": its own `read`,
+    # as far as anyone can tell, and said so once confirmed.
+    os.read(shell.fd, 65536)
+    waiting = await shell.until_state(TerminalState.WAITING_FOR_INPUT)
+    assert waiting.program == "bash"

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import fcntl
 import os
+import sys
 import termios
 from dataclasses import dataclass
 
@@ -117,6 +119,14 @@ class TerminalProbe:
         except OSError:
             return None
         return pgrp if pgrp > 0 else None
+
+    def output_unread(self) -> bool:
+        """Whether output waits in the PTY that has not been read from it yet."""
+        try:
+            count = fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return False
+        return int.from_bytes(count, sys.byteorder, signed=True) > 0
 
     def terminal_modes(self) -> tuple[bool, bool] | None:
         """(ECHO, ICANON) of the slave, read through the master; None if gone."""

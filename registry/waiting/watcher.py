@@ -150,6 +150,8 @@ class WaitWatcher:
         self._alternate_owner: int | None = None
         self._jobs = False
         self._last_foreground: int | None = None
+        #: When a look first found the shell reading while a command runs (see _check).
+        self._shell_read_seen: float | None = None
         self._closed = False
         self._poll = self._loop.call_later(self._settings.poll_interval, self._on_poll)
         self._arm(now)
@@ -216,6 +218,7 @@ class WaitWatcher:
             # a job is left stopped).
             self._set(Decision(TerminalState.IDLE, reason="the command ended"), now)
         self._backoff = 0
+        self._shell_read_seen = None
         # Look as soon as the quiet rule lets a look decide anything (a look any sooner
         # would only re-arm itself: one timer per command instead of three).
         self._arm(max(now, self._activity + self._rules.quiet))
@@ -302,8 +305,10 @@ class WaitWatcher:
             sample = Sample(fg, probe.shell_group, None, None, (), probe.jobs())
         self._jobs = bool(sample.jobs)
         quiet = now - self._activity
-        facts = _Facts(self._screen, self._alternate_seen and self._alternate_owner == fg)
-        decision = decide(sample, quiet, facts, running, self._rules)
+        decision = self._not_caught_up(now, fg, running)
+        if decision is None:
+            facts = _Facts(self._screen, self._alternate_seen and self._alternate_owner == fg)
+            decision = decide(sample, quiet, facts, running, self._rules)
         if self._on_check is not None:
             self._on_check(Check(now, quiet, sample, decision, deep))
         if decision.state is not None:
@@ -317,6 +322,33 @@ class WaitWatcher:
             self._backoff += 1
         elif decision.state is not TerminalState.RUNNING:
             self._backoff = 0
+
+    def _not_caught_up(self, now: float, fg: int, running: bool) -> Decision | None:
+        """ "Not yet" while the shell reads with a command running and we may be behind.
+
+        That is the shell's own ``read`` -- or the command has just ended: the shell
+        writes D, then reads, and the bytes reach us a moment later (a look landing in
+        between, on a loaded machine, called an ended command "waiting for input
+        (bash)"). So no verdict while output waits unread in the PTY, and none on the
+        first sighting: a second look confirms it.
+        """
+        if not (running and fg == self._probe.shell_group):
+            self._shell_read_seen = None
+            return None
+        if self._shell_read_seen is None:
+            self._shell_read_seen = now
+        if self._probe.output_unread():
+            return Decision(
+                None,
+                reason="the shell reads while a command runs, with output unread",
+                recheck_in=self._rules.raced_recheck,
+            )
+        left = self._shell_read_seen + self._rules.raced_recheck - now
+        if left > 0:
+            return Decision(
+                None, reason="the shell reads while a command runs: confirming", recheck_in=left
+            )
+        return None
 
     def _set(self, decision: Decision, now: float) -> None:
         assert decision.state is not None
