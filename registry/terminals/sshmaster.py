@@ -231,67 +231,53 @@ class SshMaster:
         with contextlib.suppress(OSError):
             os.unlink(self.path)
 
-    def client_argv(self, remote_command: str) -> list[str]:
+    def _argv(self, flags: list[str], command: str, **options: object) -> list[str]:
+        """ssh with ``flags`` and ``options`` (on top of what every client of ours
+        sets: no master of its own, no prompts, no forwardings), running ``command``."""
         return [
             *ssh_argv(self._settings),
-            "-tt",
-            "-e",
-            "none",
-            "-S",
-            self.path,
+            *flags,
             *ssh_options(
                 ControlMaster="no",
                 BatchMode="yes",
                 LogLevel="ERROR",
                 ClearAllForwardings="yes",
-                ServerAliveInterval=max(1, round(self._settings.ssh_keepalive_interval)),
-                ServerAliveCountMax=self._settings.ssh_keepalive_count,
-                ConnectTimeout=max(1, round(self._settings.ssh_connect_timeout)),
-            ),
-            "--",
-            self.destination,
-            remote_command,
-        ]
-
-    def standalone_argv(self, command: str) -> list[str]:
-        """``command`` on the target over a connection of its own (no master needed:
-        what the watchdog runs once the server and its masters are gone)."""
-        return [
-            *ssh_argv(self._settings),
-            "-T",
-            *ssh_options(
-                ControlMaster="no",
-                ControlPath="none",
-                BatchMode="yes",
-                LogLevel="ERROR",
-                ClearAllForwardings="yes",
-                ConnectTimeout=max(1, round(min(self._settings.ssh_connect_timeout, 10))),
+                **options,
             ),
             "--",
             self.destination,
             command,
         ]
+
+    def client_argv(self, remote_command: str) -> list[str]:
+        settings = self._settings
+        return self._argv(
+            ["-tt", "-e", "none", "-S", self.path],
+            remote_command,
+            ServerAliveInterval=max(1, round(settings.ssh_keepalive_interval)),
+            ServerAliveCountMax=settings.ssh_keepalive_count,
+            ConnectTimeout=max(1, round(settings.ssh_connect_timeout)),
+        )
+
+    def standalone_argv(self, command: str) -> list[str]:
+        """``command`` on the target over a connection of its own (no master needed:
+        what the watchdog runs once the server and its masters are gone)."""
+        return self._argv(
+            ["-T"],
+            command,
+            ControlPath="none",
+            ConnectTimeout=max(1, round(min(self._settings.ssh_connect_timeout, 10))),
+        )
 
     async def control(
         self, command: str, timeout: float, placement: Placement = NOWHERE
     ) -> tuple[int | None, str]:
         """Run ``command`` over this master (one at a time: its reserved session)."""
-        argv = [
-            *ssh_argv(self._settings),
-            "-T",
-            "-S",
-            self.path,
-            *ssh_options(
-                ControlMaster="no",
-                BatchMode="yes",
-                LogLevel="ERROR",
-                ClearAllForwardings="yes",
-                ConnectTimeout=max(1, round(self._settings.ssh_connect_timeout)),
-            ),
-            "--",
-            self.destination,
+        argv = self._argv(
+            ["-T", "-S", self.path],
             command,
-        ]
+            ConnectTimeout=max(1, round(self._settings.ssh_connect_timeout)),
+        )
         async with self._control_slot:
             status, out, err = await run_local(argv, timeout, placement)
         if status != 0:

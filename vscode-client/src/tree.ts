@@ -61,10 +61,11 @@ export class TerminalTreeProvider implements vscode.TreeDataProvider<RegistryNod
    */
   caughtUp(terminalId: number, timeoutMs: number): Promise<void> {
     const done = () => {
-      const group = this.model.groups().find((g) => g.terminals.some((t) => t.id === terminalId));
-      if (group === undefined) return true;
+      const terminal = this.model.get(terminalId);
+      const parent = terminal && this.getParent({ kind: 'terminal', terminal });
+      if (parent?.kind !== 'task') return true;
       // In a collapsed group, its row (which counts busy terminals) is what shows.
-      const row = this.collapsed.has(group.key) ? group.key : terminalId;
+      const row = this.collapsed.has(parent.group.key) ? parent.group.key : terminalId;
       return (this.fetched.get(row) ?? -1) >= this.refreshes;
     };
     if (timeoutMs <= 0 || done()) return Promise.resolve();
