@@ -127,6 +127,8 @@ class ConnectionProtocol(FastDispatch, LanguageServerProtocol):
     """One connection's protocol: pygls dispatch, our reading and lifecycle."""
 
     _server: ConnectionServer
+    #: A ``shutdown`` request arrived (pygls's ``_shutdown`` says it was answered).
+    _shutdown_asked = False
 
     # -- reading ------------------------------------------------------------------
 
@@ -229,13 +231,22 @@ class ConnectionProtocol(FastDispatch, LanguageServerProtocol):
             )
         return result
 
+    @lsp_method(lsp.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """Noted on arrival: pygls marks a shutdown only once its handlers are done,
+        and an ``exit`` right behind the request (a replayed session, a client that
+        does not wait for the answer) is still the clean exit that was asked for."""
+        self._shutdown_asked = True
+        yield from super().lsp_shutdown(*args)
+
     @lsp_method(lsp.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
         """``exit`` ends this connection; only the stdio owner's ends the server.
 
         (pygls's own calls ``sys.exit()``, which would end every connection.)
         """
-        self._server.connection.exit(clean=self._shutdown)
+        clean = self._shutdown or self._shutdown_asked
+        self._server.connection.exit(clean=clean)
         yield from ()
 
 

@@ -33,9 +33,21 @@ __all__ = [
 
 def claim_stdio() -> tuple[int, int]:
     """Private copies of fds 0 and 1 for the protocol; the real ones made harmless."""
+    # Python leaves sys.stdin/stdout None when it started with fd 0/1 closed (``<&-``);
+    # the numbers may since name something else the process opened.
+    for stream, name in ((sys.stdin, "stdin"), (sys.stdout, "stdout")):
+        if stream is None:
+            raise OSError(f"--stdio: {name} is not open (started with it closed)")
     sys.stdout.flush()
-    in_fd = os.dup(0)
-    out_fd = os.dup(1)
+    fds = []
+    for fd, name in ((0, "stdin"), (1, "stdout")):
+        try:
+            fds.append(os.dup(fd))
+        except OSError as error:  # started with it closed (``<&-``): nothing to serve on
+            for claimed in fds:
+                os.close(claimed)
+            raise OSError(f"--stdio: {name} is not open ({error.strerror})") from None
+    in_fd, out_fd = fds
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)

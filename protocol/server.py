@@ -29,6 +29,7 @@ from .handlers import HANDLERS
 from .listen import check_socket_directory, claim_stdio, peer_credentials, socket_accepts
 from .notifications import Fanout
 from .scope import scope_of
+from .stdio import open_stdio
 
 __all__ = ["SOCKET_VARIABLE", "Hub"]
 
@@ -73,12 +74,17 @@ class Hub:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
-        if socket_path:
-            await self.serve_socket(socket_path)
-        if stdio:
-            self._spawn(self.serve_stdio())
-        await self._stopped.wait()
-        await self.close()
+        try:
+            if socket_path:
+                await self.serve_socket(socket_path)
+            if stdio:
+                # Opened here, not in the task: a stdio that cannot be served is the
+                # caller's error to report (serve exits 2 naming it), not a hang.
+                reader, transport = await open_stdio(*claim_stdio(), limit=2**24)
+                self._spawn(self.serve_stdio(reader, transport))
+            await self._stopped.wait()
+        finally:
+            await self.close()
         return self._exit_code
 
     def stop(self, exit_code: int = 0) -> None:
@@ -124,22 +130,20 @@ class Hub:
         self.connections.add(connection)
         return connection
 
-    async def serve_stdio(self) -> None:
-        loop = asyncio.get_running_loop()
-        in_fd, out_fd = claim_stdio()
-        reader = asyncio.StreamReader(limit=2**24)
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", 0)
-        )
-        transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(out_fd, "wb", 0))
+    async def serve_stdio(
+        self, reader: asyncio.StreamReader, transport: asyncio.WriteTransport
+    ) -> None:
         connection = self._connect("stdio", reader, transport, owner=True)
         connection.peer_pid, connection.peer_uid = os.getppid(), os.getuid()
+        exit_code = 1
         try:
             await connection.serve()
+            exit_code = connection.exit_code
         finally:
             self.connections.discard(connection)
-        # The IDE's pipe closed or it said exit: the server's job is done.
-        self.stop(connection.exit_code)
+            # The IDE's pipe closed or it said exit (or serving it failed, logged by
+            # asyncio): the server's job is done either way, never left hanging.
+            self.stop(exit_code)
 
     async def serve_socket(self, path: str, *, export: bool = False) -> None:
         """Listen on ``path`` too; with ``export``, terminals are told where (the variable

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -191,3 +192,70 @@ async def test_socket_path_that_is_a_regular_file_is_not_deleted(tmp_path: Path)
     assert process.returncode == 2
     assert victim.read_text() == "keep me"
     assert b"not a socket" in stderr
+
+
+async def _serve_stdio_between(stdin: Any, stdout: Any) -> tuple[int | None, bytes]:
+    """The server on --stdio with the given stdin/stdout; its exit code and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        *SERVER, "--stdio", stdin=stdin, stdout=stdout, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        if process.returncode is None:  # it hung: end it, and the test fails below
+            process.kill()
+            await process.wait()
+    return process.returncode, stderr
+
+
+async def test_stdio_from_and_to_regular_files_is_served(tmp_path: Path) -> None:
+    # A recorded session replayed from a file, answers written to a file: neither can
+    # be polled (epoll refuses regular files), which used to leave the server hung.
+    requests = tmp_path / "requests"
+    requests.write_bytes(
+        b"".join(
+            frame(json.dumps(message).encode())
+            for message in (
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}},
+                {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+                {"jsonrpc": "2.0", "id": 2, "method": "terminal/list", "params": {}},
+                {"jsonrpc": "2.0", "id": 3, "method": "shutdown"},
+                {"jsonrpc": "2.0", "method": "exit"},
+            )
+        )
+    )
+    answers = tmp_path / "answers"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        code, stderr = await _serve_stdio_between(stdin, stdout)
+    assert code == 0, stderr
+    written, ids = answers.read_bytes(), []
+    rest = written
+    while rest:
+        header, _, rest = rest.partition(b"\r\n\r\n")
+        length = int(header.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+        body, rest = rest[:length], rest[length:]
+        ids.append(json.loads(body).get("id"))
+    assert ids == [1, 2, 3], written
+
+
+async def test_stdio_from_dev_null_ends_at_once(tmp_path: Path) -> None:
+    # /dev/null is a character device epoll refuses (EPERM): its EOF still ends the server.
+    with (tmp_path / "out").open("wb") as stdout:
+        code, stderr = await _serve_stdio_between(asyncio.subprocess.DEVNULL, stdout)
+    assert code == 0, stderr  # as when an editor's pipe closes
+    assert b"Traceback" not in stderr
+
+
+async def test_stdio_closed_is_a_clear_error(tmp_path: Path) -> None:
+    # Started as ``serve --stdio <&-``: fd 0 closed before Python starts.
+    process = await asyncio.create_subprocess_exec(
+        *SERVER,
+        "--stdio",
+        stdin=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=lambda: os.close(0),
+    )
+    _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 2
+    assert b"stdin is not open" in stderr
+    assert b"Traceback" not in stderr
