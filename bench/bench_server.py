@@ -73,6 +73,19 @@ async def process_time(argv: list[str]) -> float:
     return perf() - start
 
 
+def look_for_shells() -> float:
+    """Median time of the server's look for shells (answered in ``initialize``)."""
+    from protocol import connection
+
+    looks = []
+    for _ in range(20):
+        connection._shells_seen = None  # the look itself, not its 30 s cache
+        start = perf()
+        connection.available_shells()
+        looks.append(perf() - start)
+    return statistics.median(looks)
+
+
 class StdioClient:
     """A raw framed client: writes requests, reads until the matching response."""
 
@@ -305,14 +318,7 @@ async def main(n: int) -> None:
         lsprotocol_times.append(
             await process_time([sys.executable, "-c", "import lsprotocol.types"])
         )
-    from protocol import connection
-
-    looks = []
-    for _ in range(20):
-        connection._shells_seen = None  # the look itself, not its 30 s cache
-        start = perf()
-        connection.available_shells()
-        looks.append(perf() - start)
+    look = look_for_shells()
     await ours.close()
     floor.close()
     minimal.close()
@@ -359,7 +365,6 @@ async def main(n: int) -> None:
     print(f"  ratio {stdio_rate / engine_rate:.2f}x   (target >= 0.5x)")
     spawned = statistics.median(spawn_times)
     python_start = statistics.median(python_times)
-    look = statistics.median(looks)
     print(
         f"spawn to initialize answer: median {spawned * 1000:.0f} ms (of {len(spawn_times)});"
         f" python -c pass {python_start * 1000:.0f} ms + the look for shells"

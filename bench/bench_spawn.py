@@ -30,7 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_server import StdioClient, process_time
+from bench_server import StdioClient, look_for_shells, process_time
 
 perf = time.perf_counter
 
@@ -66,18 +66,6 @@ async def process_output(argv: list[str]) -> str:
     )
     out, _ = await process.communicate()
     return out.decode()
-
-
-def look_for_shells() -> float:
-    from protocol import connection
-
-    looks = []
-    for _ in range(20):
-        connection._shells_seen = None  # the look itself, not its 30 s cache
-        start = perf()
-        connection.available_shells()
-        looks.append(perf() - start)
-    return statistics.median(looks)
 
 
 async def main(rounds: int) -> None:
