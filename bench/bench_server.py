@@ -13,6 +13,8 @@ In one run, interleaved round by round so machine noise falls on all alike:
 (e) ``terminal/get`` over the same stdio: a request that does no work, the floor
     of a JSON-RPC round trip through pygls and this client (so (a) - (b) - (e) is
     what a run's own wire work adds: its notifications, its result);
+(f) the same request to an asyncio server on the same pipes that only frames,
+    parses and answers ``null`` (so (e) - (f) is pygls's dispatch and our handler);
 (d) pexpect driving a persistent bash (``--norc``, a unique prompt,
     ``delaybeforesend=None``) with the exit code fetched by a second round trip
     (``echo $?``) -- the fastest plain-Python way to get an exit code.
@@ -73,6 +75,40 @@ async def process_time(argv: list[str]) -> float:
     return perf() - start
 
 
+#: (f) The floor under pygls: an asyncio server on the same stdio pipes that frames,
+#: parses and answers every request with ``null`` -- no dispatch, no handler.
+ASYNCIO_ECHO = [
+    sys.executable,
+    "-c",
+    """
+import asyncio, json, os, sys
+from protocol.framing import MessageFramer, frame
+
+class Echo(asyncio.Protocol):
+    def __init__(self, out):
+        self.out, self.framer = out, MessageFramer()
+    def data_received(self, data):
+        for body in self.framer.feed(data):
+            message = json.loads(body)
+            if "id" in message:
+                reply = {"id": message["id"], "jsonrpc": "2.0", "result": None}
+                self.out.write(frame(json.dumps(reply).encode()))
+    def connection_lost(self, exc):
+        done.set_result(None)
+
+async def main():
+    global done
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    out, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(1, "wb", 0))
+    await loop.connect_read_pipe(lambda: Echo(out), os.fdopen(0, "rb", 0))
+    await done
+
+asyncio.run(main())
+""",
+]
+
+
 def look_for_shells() -> float:
     """Median time of the server's look for shells (answered in ``initialize``)."""
     from protocol import connection
@@ -101,10 +137,10 @@ class StdioClient:
         self.did_write_bytes = 0
 
     @classmethod
-    async def start(cls) -> tuple[StdioClient, float]:
+    async def start(cls, argv: list[str] = SERVER) -> tuple[StdioClient, float]:
         started = perf()
         process = await asyncio.create_subprocess_exec(
-            *SERVER,
+            *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
@@ -244,6 +280,7 @@ async def main(n: int) -> None:
     floor = FloorShell(shutil.which("bash") or "bash", cwd, settings, {})
     minimal = MinimalShell(cwd, settings)
     peer = PexpectBash(cwd)
+    echo, _ = await StdioClient.start(ASYNCIO_ECHO)
 
     times: dict[str, list[float]] = {
         "stdio": [],
@@ -252,9 +289,10 @@ async def main(n: int) -> None:
         "minimal": [],
         "pexpect": [],
         "noop": [],
+        "echo": [],
     }
     for round_number in range(n):
-        order = ["stdio", "engine", "floor", "minimal", "pexpect", "noop"]
+        order = ["stdio", "engine", "floor", "minimal", "pexpect", "noop", "echo"]
         if round_number % 2:
             order.reverse()
         for name in order:
@@ -268,6 +306,10 @@ async def main(n: int) -> None:
             elif name == "noop":
                 start = perf()
                 await client.request("terminal/get", {"terminalId": terminal_id})
+                times[name].append(perf() - start)
+            elif name == "echo":
+                start = perf()
+                await echo.request("terminal/get", {"terminalId": terminal_id})
                 times[name].append(perf() - start)
             elif name == "engine":
                 await until_prompt(ours)
@@ -305,6 +347,8 @@ async def main(n: int) -> None:
                 through[name].append(size / (perf() - start) / 1e6)
 
     await client.close()
+    echo.process.stdin.close()  # type: ignore[union-attr]
+    await echo.process.wait()
     # Issue 10's item 3: spawn to initialize against Python's own start-up plus the
     # look for shells the server does before it answers; and the import that stands
     # between (lsprotocol's types, which pygls imports), each in the same rounds.
@@ -335,6 +379,7 @@ async def main(n: int) -> None:
         ("minimal", "minimal-marker bash to D"),
         ("pexpect", "pexpect + `echo $?`"),
         ("noop", "terminal/get over stdio"),
+        ("echo", "asyncio echo over stdio"),
     ):
         values = times[name]
         print(
@@ -355,7 +400,10 @@ async def main(n: int) -> None:
     print(f"    the engine adds              {(engine - ours_bash) * 1000:.3f} ms")
     noop = statistics.median(times["noop"])
     print(f"    JSON-RPC over stdio adds     {(stdio - engine) * 1000:.3f} ms, of which")
-    print(f"      a request doing nothing    {noop * 1000:.3f} ms (terminal/get)")
+    print(f"      a request doing nothing    {noop * 1000:.3f} ms (terminal/get), of which")
+    echoed = statistics.median(times["echo"])
+    print(f"        asyncio, framing, JSON   {echoed * 1000:.3f} ms (the echo server)")
+    print(f"        pygls's dispatch, ours   {(noop - echoed) * 1000:.3f} ms")
     print(f"      the run's wire work        {(stdio - engine - noop) * 1000:.3f} ms")
     print(f"didWrite throughput, {command} ({size / 1e6:.1f} MB), median of 3:")
     stdio_rate = statistics.median(through["stdio"])
