@@ -2,7 +2,9 @@
 
 Round by round, interleaved so machine noise falls on all alike, the wall time of:
 
-* ``python -c pass`` -- the interpreter's own start-up (the target's unit);
+* ``python -c pass`` -- the interpreter's own start-up (the target's unit), to its
+  exit; each of the others to its first line out (an interpreter's exit after big
+  imports is tens of ms of tearing down, which the server's answer does not wait for);
 * ``import lsprotocol.types`` -- LSP's ~570 attrs classes, which pygls imports from
   every module (``pygls.exceptions`` included), so no pygls server avoids them; a
   second figure, from inside the same kind of process, is how much of that import
@@ -60,6 +62,25 @@ print(spent, time.perf_counter() - start)
 """
 
 
+async def until_said(code: str) -> float:
+    """Spawn to the first line of ``python -c code; print()``: its interpreter's
+    exit (tearing down what it imported, tens of ms for lsprotocol) is not counted,
+    as the server's is not counted in its spawn-to-answer time."""
+    start = perf()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        f"{code}\nprint(flush=True)",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    await process.stdout.readline()
+    elapsed = perf() - start
+    await process.wait()
+    return elapsed
+
+
 async def process_output(argv: list[str]) -> str:
     process = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
@@ -77,9 +98,9 @@ async def main(rounds: int) -> None:
     imported: list[float] = []
     for _ in range(rounds):
         figures["python"].append(await process_time([py, "-c", "pass"]))
-        figures["lsprotocol"].append(await process_time([py, "-c", "import lsprotocol.types"]))
-        figures["pygls"].append(await process_time([py, "-c", _PYGLS_FLOOR]))
-        figures["ours"].append(await process_time([py, "-c", "import protocol.serve"]))
+        figures["lsprotocol"].append(await until_said("import lsprotocol.types"))
+        figures["pygls"].append(await until_said(_PYGLS_FLOOR))
+        figures["ours"].append(await until_said("import protocol.serve"))
         client, spawned = await StdioClient.start()
         figures["spawn"].append(spawned)
         await client.close()
