@@ -22,6 +22,8 @@ import struct
 import sys
 from typing import NamedTuple
 
+from registry.private_dir import make_private_directory, tighten_if_ours
+
 __all__ = [
     "PeerCredentials",
     "check_socket_directory",
@@ -60,14 +62,17 @@ def claim_stdio() -> tuple[int, int]:
 def check_socket_directory(directory: str) -> None:
     """The socket's directory must be ours, a real directory, and closed to others (0700).
 
-    Created (0700) when missing.  Checked without following a symbolic link: another
-    user who planted one (or a directory of their own) where ours would be -- the
-    temp dir is shared -- must not get our socket, log or pid file.  Raises
-    PermissionError naming the directory and what is wrong with it.
+    Created (0700, and any missing parent too) when missing.  Checked without
+    following a symbolic link: another user who planted one (or a directory of their
+    own) where ours would be -- the temp dir is shared -- must not get our socket, log
+    or pid file.  One of ours that others may read but not write (as a server that
+    made its state directory first used to leave it) is closed to 0700, not refused.
+    Raises PermissionError naming the directory and what is wrong with it.
     """
-    if not os.path.lexists(directory):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+    make_private_directory(directory)
     info = os.lstat(directory)
+    if not stat.S_ISLNK(info.st_mode) and tighten_if_ours(directory, info):
+        info = os.lstat(directory)
     if stat.S_ISLNK(info.st_mode):
         raise PermissionError(f"socket directory {directory} is a symbolic link: refusing it")
     if not stat.S_ISDIR(info.st_mode):

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .test_cli import cli
+from .test_cli import CLI, cli
 
 NOBODY = 65534
 
@@ -66,11 +67,41 @@ def test_a_symlinked_or_open_directory_is_refused(
     assert "symbolic link" in result.stderr
     assert list(elsewhere.iterdir()) == []
     planted.unlink()
-    planted.mkdir(mode=0o755)
-    planted.chmod(0o755)
+    planted.mkdir(mode=0o775)
+    planted.chmod(0o775)  # others in the group could have put something in it
     result = cli("list", env=no_runtime_dir)
     assert result.returncode == 2
     assert "0700" in result.stderr
+
+
+def test_the_server_first_leaves_the_cli_a_private_directory(
+    no_runtime_dir: dict[str, str],
+) -> None:
+    # An editor's server starts before any CLI call and makes its state directory
+    # (.../terminal-registry-<uid>/servers); the parent it made on the way used to be
+    # 0755, and every CLI call after it refused that parent as "open to other users".
+    served = subprocess.run(
+        [*CLI, "serve", "--stdio"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        env=no_runtime_dir,
+    )
+    assert served.returncode == 0, served.stderr
+    assert stat.S_IMODE(_default_dir(no_runtime_dir).stat().st_mode) == 0o700
+    result = cli("list", env=no_runtime_dir)
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_open_directory_of_ours_nobody_else_can_write_is_closed_and_used(
+    no_runtime_dir: dict[str, str],
+) -> None:
+    directory = _default_dir(no_runtime_dir)
+    directory.mkdir(mode=0o755)
+    directory.chmod(0o755)  # as an earlier build left it
+    result = cli("list", env=no_runtime_dir)
+    assert result.returncode == 0, result.stderr
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
 
 
 def test_the_log_is_never_followed_through_a_symlink(
