@@ -87,12 +87,12 @@ def _connect(args: argparse.Namespace) -> BlockingClient:
             raise CliError(_unreachable(path, error, remedy)) from None
     # Nothing listens: start the user's background server. The failed connect was the
     # probe (probing first cost every call a second connection the server set up).
-    daemon.start_background_server(path)
-    print(
-        f"terminal-registry: started a background server on {path} "
-        "(terminals persist between calls; `terminal-registry stop` ends it)",
-        file=sys.stderr,
-    )
+    if daemon.start_background_server(path):
+        print(
+            f"terminal-registry: started a background server on {path} "
+            "(terminals persist between calls; `terminal-registry stop` ends it)",
+            file=sys.stderr,
+        )
     try:
         return BlockingClient.connect(path)
     except ConnectionLost:

@@ -128,21 +128,39 @@ def resolve_socket(explicit: str | None, *, start: bool) -> tuple[str, bool]:
         from .listen import socket_accepts  # imports socket, which the CLI does without
 
         if not socket_accepts(path):
-            start_background_server(path)
-            return path, True
+            return path, start_background_server(path)
     return path, False
 
 
-def start_background_server(path: str) -> None:
-    """Start ``terminal-registry serve --socket PATH`` in its own session; wait until ready."""
-    import subprocess
+def start_background_server(path: str) -> bool:
+    """Start ``terminal-registry serve --socket PATH`` in its own session; wait until ready.
 
-    from .listen import check_socket_directory
+    Returns False when another client started one first: callers that found nothing
+    listening at the same moment (an agent's parallel tool calls) take turns on a
+    lock beside the socket, and those after the first find its server listening.
+    """
+    import fcntl
+
+    from .listen import check_socket_directory, socket_accepts
 
     try:
         check_socket_directory(os.path.dirname(os.path.abspath(path)))
     except PermissionError as error:
         raise BackgroundServerError(str(error)) from None
+    lock = _open_private(os.path.abspath(path) + ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held until ours is ready, or theirs is seen
+        if socket_accepts(path):
+            return False
+        _start_and_wait(path)
+        return True
+    finally:
+        os.close(lock)  # releases the lock
+
+
+def _start_and_wait(path: str) -> None:
+    import subprocess
+
     log = _open_private(log_path(path), os.O_WRONLY | os.O_APPEND)
     read_end, write_end = os.pipe()
     try:

@@ -224,3 +224,31 @@ def test_env_without_a_task_peeks(no_runtime_dir: dict[str, str], tmp_path: Path
     # ... which still gets its output, once.
     assert "for-the-agent" in cli("env", "--task", "agent", env=env).stdout
     assert "for-the-agent" not in cli("env", "--task", "agent", env=env).stdout
+
+
+def test_parallel_first_calls_share_one_background_server(
+    no_runtime_dir: dict[str, str],
+) -> None:
+    # An agent's parallel tool calls, none of which finds a server: one starts it,
+    # the others use it (they used to start their own, lose the socket to the first
+    # and exit 2 with "the background server did not start").
+    calls = [
+        subprocess.Popen(
+            [*CLI, "list"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=no_runtime_dir,
+        )
+        for _ in range(3)
+    ]
+    try:
+        outcomes = [(call.wait(120), call.stderr.read()) for call in calls]  # type: ignore[union-attr]
+    finally:
+        for call in calls:
+            call.kill()
+            call.wait()
+        cli("stop", env=no_runtime_dir)
+    assert [code for code, _ in outcomes] == [0, 0, 0], outcomes
+    assert sum("started a background server" in err for _, err in outcomes) == 1, outcomes
