@@ -9,8 +9,8 @@ The pipeline, over the output a buffer kept (:class:`~registry.output.KeptOutput
 3. :func:`clamp_lines`: a line longer than ``line_characters`` keeps its head and
    tail with the count between (one minified bundle or base64 blob must not eat the
    budget of everything else);
-4. :func:`cut`: 20 % head and 80 % tail of the whole, by characters first, then by
-   lines, with a marker saying how much went.
+4. :func:`cut`: 20 % head and 80 % tail of whole lines, each end within its share
+   of both the line and the character limit, with a marker saying how much went.
 
 Output many times the character budget is cleaned only in generous windows at both
 ends (what can survive the cut), and output the buffer already dropped the middle
@@ -118,10 +118,10 @@ def _windows(kept: KeptOutput, limits: TextLimits) -> ModelText:
     head, head_clamped = clamp_lines(fold_repeats(_clean(head_src, limits)), limits.line_characters)
     tail, tail_clamped = clamp_lines(fold_repeats(_clean(tail_src, limits)), limits.line_characters)
     if budget:
-        head_budget = int(budget * 0.2)
-        tail_budget = budget - head_budget
-        head = head[:head_budget]
-        tail = tail[-tail_budget:] if tail_budget else ""
+        head_chars, tail_chars = _shares(budget)
+        head_lines, tail_lines = _shares(limits.lines or budget)
+        head = head[: _head_end(head, head_lines, head_chars)]
+        tail = tail[_tail_start(tail, tail_lines, tail_chars) :] if tail_chars else ""
     total = len(kept.head) + len(kept.tail) + kept.dropped_characters
     omitted = max(0, total - len(head) - len(tail))
     return ModelText(
@@ -190,37 +190,62 @@ def clamp_lines(text: str, limit: int | None) -> tuple[str, int]:
 
 
 def cut(text: str, line_limit: int | None = 500, char_limit: int | None = 50_000) -> ModelText:
-    """Keep 20 % head and 80 % tail, character limit first, then line limit.
+    """Keep a 20 % head and an 80 % tail of whole lines, within both limits.
 
-    Over the character limit the text is cut by characters (and that is the result);
-    otherwise, over the line limit, by whole lines.  The marker says how much went.
+    Each end gets its share of the line limit and of the character limit, so long
+    output shows no more lines than short output does (cutting by characters alone
+    gave a model ~9,000 short lines where the line limit says 500).  Only a line
+    longer than an end's whole character share is cut inside.  The marker counts
+    characters when the character limit was passed, else lines.
     """
-    if char_limit and len(text) > char_limit:
-        head = int(char_limit * 0.2)
-        tail = char_limit - head
-        omitted = len(text) - char_limit
-        end = text[-tail:] if tail else ""
-        return ModelText(f"{text[:head]}\n[...{omitted} characters omitted...]\n{end}", omitted)
-    if not line_limit:
-        return ModelText(text)
     total = text.count("\n") + 1
-    if total <= line_limit:
+    over_chars = bool(char_limit) and len(text) > (char_limit or 0)
+    if not over_chars and (not line_limit or total <= line_limit):
         return ModelText(text)
-    head_lines = int(line_limit * 0.2)
-    tail_lines = line_limit - head_lines
-    head_end = 0
-    for _ in range(head_lines):
-        head_end = text.index("\n", head_end) + 1
-    tail_start = newline = len(text)
-    for _ in range(tail_lines):
-        newline = text.rindex("\n", 0, newline)
-        tail_start = newline + 1
-    omitted = total - line_limit
+    head_lines, tail_lines = _shares(line_limit or total)
+    head_chars, tail_chars = _shares(char_limit or len(text))
+    head_end = _head_end(text, head_lines, head_chars)
+    tail_start = max(_tail_start(text, tail_lines, tail_chars), head_end)
+    head, tail = text[:head_end], text[tail_start:]
+    if over_chars:
+        omitted = tail_start - head_end
+        return ModelText(f"{head}\n[...{omitted} characters omitted...]\n{tail}", omitted)
+    lines = text.count("\n", head_end, tail_start)
     return ModelText(
-        f"{text[:head_end]}\n[...{omitted} lines omitted...]\n\n{text[tail_start:]}",
-        len(text) - head_end - (len(text) - tail_start),
-        omitted,
+        f"{head}\n[...{lines} lines omitted...]\n\n{tail}", tail_start - head_end, lines
     )
+
+
+def _shares(limit: int) -> tuple[int, int]:
+    head = int(limit * 0.2)
+    return head, limit - head
+
+
+def _head_end(text: str, lines: int, chars: int) -> int:
+    """Where a head of at most ``lines`` whole lines and ``chars`` characters ends."""
+    end = 0
+    for _ in range(lines):
+        newline = text.find("\n", end, chars)  # ends before the budget does
+        if newline < 0:
+            break
+        end = newline + 1
+    if end == 0 and lines and chars < len(text):
+        return chars  # not even the first line fits: its beginning, cut inside
+    return end
+
+
+def _tail_start(text: str, lines: int, chars: int) -> int:
+    """Where a tail of at most ``lines`` whole lines and ``chars`` characters starts."""
+    start = newline = len(text)
+    floor = max(len(text) - chars - 1, 0)
+    for _ in range(lines):
+        newline = text.rfind("\n", floor, newline)
+        if newline < 0:
+            break
+        start = newline + 1
+    if lines and not text[start:].strip("\n") and chars < len(text):
+        return len(text) - chars  # not even the last line fits: its end, cut inside
+    return start
 
 
 def last_line(text: str, limits: TextLimits) -> str:

@@ -134,7 +134,24 @@ def test_huge_output_is_cleaned_only_where_it_is_kept() -> None:
     out = compress_terminal_output(text, line_limit=500, char_limit=1000)
     head, _, tail = out.partition("\n[...")
     assert head.startswith("line 0\nline 1\nline 2\nline 3\nline 4\n100%\nline 6")
-    assert len(head) == 200
+    assert len(head) <= 200  # whole lines within the head's share
+    assert head.endswith("line 25\n")
     assert tail.endswith("line 299999\n")
     omitted = int(tail.split(" characters omitted")[0])
-    assert omitted == len(text) - 200 - 800
+    shown_tail = tail.split("...]\n", 1)[1]
+    assert len(shown_tail) <= 800
+    assert shown_tail.startswith("line ")
+    assert omitted == len(text) - len(head) - len(shown_tail)
+
+
+def test_long_output_keeps_to_the_line_limit_too() -> None:
+    # seq 1 20000: 108,894 characters. Cut by characters alone it showed a model
+    # ~8,900 lines (and cut two of them in the middle) where the line limit says 500.
+    text = "".join(f"{i}\n" for i in range(1, 20_001))
+    out = truncate_output(text, line_limit=500, char_limit=50_000)
+    head, marker, tail = out.partition("\n[...")
+    tail = tail.split("...]\n", 1)[1]
+    assert "characters omitted" in marker + out
+    assert head.splitlines() == [str(i) for i in range(1, 101)]
+    # (the empty "line" after the last newline counts, as it always has)
+    assert tail.splitlines() == [str(i) for i in range(19_602, 20_001)]
