@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -35,6 +36,13 @@ SPAWNER = "bash -c 'for i in $(seq 200); do sleep 60 & done; wait'"
 # Starts sleepers until the process limit refuses one, then exits at once: it leaves
 # them running and ends before a counter poll can notice the limit.
 QUITTER = 'python3 -c \'import subprocess\nwhile True: subprocess.Popen(["sleep", "60"])\''
+# A loop the shell runs itself, starting jobs: SIGKILL ends the jobs but not the loop,
+# which starts more until Ctrl-C stops it -- and bash, a fork cut short by the Ctrl-C,
+# then waits in its prompt hook for the last job it started before it shows a prompt.
+SHELL_LOOP = "for i in $(seq 20); do sleep 60 & done; wait; echo finished"
+# A loop that ends by itself once the first kill has freed slots: its last jobs were
+# started after that kill.
+SHORT_LOOP = "for i in 1 2 3 4 5 6; do sleep 60 & done"
 
 
 @pytest_asyncio.fixture
@@ -116,6 +124,36 @@ async def test_a_limit_noticed_only_as_the_run_ends_still_ends_what_it_left_runn
     assert (run.state, run.limit) == (RunState.FAILED, "pids")
     await _only_the_shell_is_left(placed, run, provider)
     await _still_usable(placed, run)
+
+
+@needs_cgroup_limits
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_loop_the_shell_runs_ends_at_its_process_limit_and_the_shell_comes_back(
+    placed: TerminalRegistry, tmp_path: Path, provider: str
+) -> None:
+    run = await _run(placed, tmp_path, provider, SHELL_LOOP, Limits(pids=5))
+    assert (run.state, run.limit) == (RunState.FAILED, "pids")
+    assert run.note is not None
+    assert "did not return" not in run.note
+    assert not placed.get(run.terminal_id).closed
+    await _only_the_shell_is_left(placed, run, provider)
+    await _still_usable(placed, run)
+
+
+@needs_cgroup_limits
+async def test_jobs_started_after_the_limits_kill_end_with_the_run(tmp_path: Path) -> None:
+    # A grace long enough for the loop to end by itself (bash retries a refused fork
+    # after 1 s, by when the kill has made room): nothing then interrupts it.
+    keeper = Keeper.start(str(tmp_path / "state"), watchdog=False)
+    registry = TerminalRegistry(replace(fast_settings(), kill_grace=10.0), keeper=keeper)
+    try:
+        run = await _run(registry, tmp_path, "shell", SHORT_LOOP, Limits(pids=5))
+        assert (run.state, run.limit) == (RunState.FAILED, "pids")
+        await _only_the_shell_is_left(registry, run, "shell")
+        await _still_usable(registry, run)
+    finally:
+        await registry.close()
+        keeper.close()
 
 
 async def _only_the_shell_is_left(

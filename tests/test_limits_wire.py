@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import stat
 import subprocess
 import sys
@@ -19,10 +20,13 @@ import pytest
 from protocol.audit import AuditFile, read_entries
 from protocol.client import RegistryClient
 from protocol.types import Limits
+from registry.cgroups import detect
+from registry.processes import wait_gone
 
-from .rpc import StdioServer, connect_socket, serve_socket
+from .rpc import StdioServer, connect_socket, serve_socket, serving, tokened_sleeps
 
 CLI = [sys.executable, "-m", "protocol.cli"]
+SUPPORT = detect()
 
 
 async def test_a_run_over_its_output_limit_fails_naming_it_and_the_terminal_goes_on(
@@ -55,6 +59,39 @@ async def test_a_run_over_its_output_limit_fails_naming_it_and_the_terminal_goes
         assert "limit" not in after
     finally:
         await peer.stop()
+
+
+@pytest.mark.skipif(
+    SUPPORT is None or "pids" not in SUPPORT.limits(),
+    reason="no cgroup with a pids limit on this machine",
+)
+async def test_a_shell_loop_over_its_process_limit_fails_naming_it_and_the_terminal_goes_on(
+    tmp_path: Path,
+) -> None:
+    # Digits only: the token is the fraction of each sleep's seconds.
+    token = f"{secrets.randbelow(10**12):012d}"
+    command = f"for i in $(seq 20); do sleep 60.{token} & done; wait; echo finished"
+    async with serving() as peer:
+        result = await peer.call(
+            "terminal/run", {"command": command, "cwd": str(tmp_path), "limits": {"pids": 5}}
+        )
+        assert (result["state"], result["limit"]) == ("failed", "pids")
+        assert "did not return" not in result["note"]
+        after = await peer.call(
+            "terminal/run", {"command": "echo ok", "terminalId": result["terminalId"]}
+        )
+        assert (after["state"], after["exitCode"], after["terminalId"]) == (
+            "completed",
+            0,
+            result["terminalId"],
+        )
+        assert "ok" in after["output"]
+        listed = await peer.call("terminal/list", {})
+        assert [t["id"] for t in listed] == [result["terminalId"]]
+        assert not [n for n in peer.notifications if n["method"] == "terminal/didClose"]
+        # Everything the run started has ended (SIGKILLed: the exits are awaited).
+        await wait_gone(tokened_sleeps(token), 10)
+        assert tokened_sleeps(token) == []
 
 
 async def test_acquire_sets_the_terminals_limits_and_settings_set_everyones(

@@ -36,6 +36,7 @@ from typing import Any
 import psutil
 
 from ..config import Settings
+from ..limits import POLL_INTERVAL
 from ..processes import (
     end_processes,
     foreground_processes,
@@ -306,18 +307,45 @@ class ShellProcess(PhaseMachine):
 
     async def _end_for_limit(self, run: TerminalRun) -> None:
         """It broke a limit: SIGKILL its processes at once (a fork bomb or a memory
-        hog gets no grace), the shell kept; then the usual interrupt if the shell
-        itself runs it (a builtin loop) and does not come back."""
+        hog gets no grace), the shell kept.
+
+        When the shell itself runs it (a loop starting ``sleep &`` jobs), the SIGKILL
+        ends the jobs, not the loop, which goes on starting more in the room the kill
+        made.  Ctrl-C stops the loop; what it started meanwhile is killed again until
+        the shell is back at its prompt -- bash, a fork of its cut short by that
+        Ctrl-C, waits in its prompt hook for the last job it started, and while the
+        limit holds, that job's place is one the shell cannot fork into.  Only a
+        shell that still does not come back gets the usual interrupt (and is given
+        up on).  A loop that ended by itself after the first kill started jobs since:
+        they go as the run ends.
+        """
         shell = self._pty.pid
         killed = self._kill_run_group(run, {shell})
         procs = [p for p in foreground_processes(self._pty.fd, shell) if p.pid not in killed]
         for proc in procs:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
+        grace = self._settings.kill_grace
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(run.wait(), self._settings.kill_grace)
+            await asyncio.wait_for(run.wait(), grace)
+        if not run.done:
+            self._send_interrupt()
+            await self._kill_joining_until_done(run, 3 * grace)
         if not run.done:
             await self._interrupt(run, RunState.FAILED)
+            return
+        if self.current_run is None or self.current_run is run:  # not the next run's
+            self._kill_run_group(run, {shell})
+
+    async def _kill_joining_until_done(self, run: TerminalRun, timeout: float) -> None:
+        """SIGKILL what joins the terminal's group since ``run`` started (the shell
+        kept) every :data:`~registry.limits.POLL_INTERVAL`, until the run ends or
+        ``timeout`` passes: a loop may start one more job before its Ctrl-C lands."""
+        deadline = self._loop.time() + timeout
+        while not run.done and self._loop.time() < deadline:
+            self._kill_run_group(run, {self._pty.pid})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.wait(), POLL_INTERVAL)
 
     async def kill(self) -> None:
         run = self.current_run
