@@ -121,13 +121,19 @@ class InputResult(BaseModel):
         description="What was sent, escaped (\\r is Enter); for a password, only its length."
     )
     busy: bool = Field(description="A command was running in the terminal when it was sent.")
+    command: str | None = Field(
+        default=None, description="That command, when one was running (else null)."
+    )
     next_step: str
 
 
 class KillResult(BaseModel):
     terminal_id: int
     killed: bool = Field(description="A command was running and was interrupted.")
-    result: CommandResult | None = Field(description="The interrupted command, when one was.")
+    result: CommandResult | None = Field(
+        description="The interrupted command, when one was running (or how it ended, when "
+        "it ended on its own just before the kill reached it: killed is then false)."
+    )
 
 
 class CloseResult(BaseModel):
@@ -263,12 +269,20 @@ def render_environment(result: EnvironmentResult) -> str:
 
 
 def render_input(result: InputResult) -> str:
-    return f"Sent {result.sent} to terminal {result.terminal_id}. {result.next_step}"
+    sent = f"Sent {result.sent} to terminal {result.terminal_id}"
+    if not result.busy:
+        return f"{sent}. {result.next_step}"
+    # Said in words, with the command: whether the text answers a command or waits for
+    # the shell is what the model needs to know next.
+    running = f": {result.command}" if result.command else ""
+    return f"{sent} while a command was running there{running}.\n{result.next_step}"
 
 
 def render_kill(result: KillResult) -> str:
     if result.result is None:
         return f"Terminal {result.terminal_id} has no command running: nothing to kill."
+    if not result.killed:
+        return "It ended before it could be interrupted. " + render_command(result.result)
     return "Interrupted. " + render_command(result.result)
 
 

@@ -206,18 +206,34 @@ class McpSession:
             if reporter is not None:
                 reporter.cancel()
 
-    async def interrupt(self, terminal_id: int, run_id: int | None) -> wire.RunResult | None:
-        """Ctrl-C, then the command's tree (``terminal/kill``); its end, once it came."""
+    async def interrupt(
+        self, terminal_id: int, run_id: int | None
+    ) -> tuple[wire.RunResult, bool] | None:
+        """Ctrl-C, then the command's tree (``terminal/kill``), for the run ``run_id``
+        (None: the one running now); its end once it came, and whether it was still
+        running to be interrupted.
+
+        The run is named before the kill and its end awaited by id: a line typed while
+        it ran is run by the shell as soon as it is gone, and "the terminal's current
+        run" would by then be that line.  A run that already ended is not killed (the
+        kill would reach whatever the shell runs next) and is returned as it ended.
+        """
         try:
-            await self.client.kill(terminal_id)
-            return await self.client.wait(
+            run = await self.client.wait(
                 run_id=run_id,
                 terminal_id=terminal_id if run_id is None else None,
-                timeout=_INTERRUPT_WAIT,
+                timeout=0,
                 yield_on_input=False,
             )
+            if run.state != "running":
+                return run, False
+            await self.client.kill(terminal_id)
+            ended = await self.client.wait(
+                run_id=run.run_id, timeout=_INTERRUPT_WAIT, yield_on_input=False
+            )
+            return ended, True
         except (RegistryError, ConnectionError):
-            return None  # it ended, or its terminal closed or its server went, meanwhile
+            return None  # its terminal closed or its server went, meanwhile
 
     async def _report(self, terminal_id: int, run_id: int | None, progress: Progress) -> None:
         start = self.tracker.start_of(run_id) if run_id is not None else None

@@ -39,6 +39,7 @@ from .mcp_results import (
 )
 from .mcp_session import McpSession, Progress, explain
 from .mcp_texts import DESCRIPTIONS
+from .types import TerminalInfo
 
 __all__ = ["TOOLS", "register"]
 
@@ -251,7 +252,7 @@ async def send_keys(
         except InvalidParamsError as error:
             # Its remedy names the protocol's request; the model has the tool.
             raise ToolError(error.message.replace("terminal/write", "write_input")) from None
-    return _sent(terminal_id, json_list(keys), info.busy)
+    return _sent(terminal_id, json_list(keys), info)
 
 
 async def _send(ctx: Context, terminal_id: int, data: str) -> CallToolResult:
@@ -266,18 +267,23 @@ async def _send(ctx: Context, terminal_id: int, data: str) -> CallToolResult:
         # Not repeated into the host's transcript and logs.
         secret = data.removesuffix("\r")
         sent = f"({len(secret)} characters, not shown)" + ("\\r" if secret != data else "")
-    return _sent(terminal_id, sent, info.busy)
+    return _sent(terminal_id, sent, info)
 
 
-def _sent(terminal_id: int, sent: str, busy: bool) -> CallToolResult:
+def _sent(terminal_id: int, sent: str, info: TerminalInfo) -> CallToolResult:
     step = (
-        f"Call wait_for_command with terminal_id {terminal_id} to see what the command "
-        "does with it."
-        if busy
+        "The command gets it if it reads input; if not, its shell reads it once the "
+        f"command ends (a line then runs as a command). Call wait_for_command with "
+        f"terminal_id {terminal_id} to see what the command does with it."
+        if info.busy
         else "No command was running: the shell itself received it (a command line "
         "typed at the prompt runs when Enter is pressed)."
     )
-    result = InputResult(terminal_id=terminal_id, sent=sent, busy=busy, next_step=step)
+    # While busy, the terminal's last command is the one running.
+    command = info.last_command if info.busy else None
+    result = InputResult(
+        terminal_id=terminal_id, sent=sent, busy=info.busy, command=command, next_step=step
+    )
     return tool_result(render_input(result), result)
 
 
@@ -331,9 +337,15 @@ async def kill_command(
         if not info.busy:
             result = KillResult(terminal_id=terminal_id, killed=False, result=None)
             return tool_result(render_kill(result), result)
-        run = await session.interrupt(terminal_id, None)
-        command = await session.result(run) if run is not None else None
-    result = KillResult(terminal_id=terminal_id, killed=run is not None, result=command)
+        interrupted = await session.interrupt(terminal_id, None)
+        if interrupted is None:
+            result = KillResult(terminal_id=terminal_id, killed=False, result=None)
+            return tool_result(render_kill(result), result)
+        run, killed = interrupted
+        # Its end is shown either way: one that ended just before the kill has output
+        # the model has not seen, and nothing else will hand it over now.
+        command = await session.result(run)
+    result = KillResult(terminal_id=terminal_id, killed=killed, result=command)
     return tool_result(render_kill(result), result)
 
 

@@ -472,6 +472,50 @@ async def test_keys_and_kill(agent: Agent, output: Output, tmp_path: Path) -> No
     assert gone.is_error
 
 
+async def test_kill_reports_the_command_it_interrupted_not_a_line_typed_behind_it(
+    agent: Agent, rpc: RegistryClient, output: Output, tmp_path: Path
+) -> None:
+    starts: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    rpc.on(methods.DID_START_RUN, starts.put_nowait)
+    command = "echo ready; sleep 30; echo late"
+    started = await agent.ok("run_command", command=command, cwd=str(tmp_path), background=True)
+    terminal = started["terminal_id"]
+    await output.printed(terminal, "ready\r\n")
+    # sleep reads no input: the line waits in the terminal, and the shell runs it
+    # as a command of its own once sleep is gone.
+    sent = await agent.call("write_input", {"terminal_id": terminal, "text": "echo typed-ahead"})
+    typed = sent.structured_content
+    assert typed is not None
+    assert (typed["busy"], typed["command"]) == (True, command)
+    assert f"while a command was running there: {command}" in _text(sent)
+    killed = await agent.call("kill_command", {"terminal_id": terminal})
+    result = killed.structured_content
+    assert result is not None
+    assert result["killed"] is True
+    run = result["result"]
+    assert (run["run_id"], run["command"]) == (started["run_id"], command)
+    assert (run["state"], run["exit_code"], run["signal"]) == ("cancelled", 130, "SIGINT")
+    assert f"command: {command}\n" in _text(killed)
+    assert "late" not in run["output"]
+    # The typed line is a run of its own, after the killed one, still to be reported.
+    start = await asyncio.wait_for(starts.get(), WAIT)
+    while start["terminalId"] != terminal or start["runId"] == started["run_id"]:
+        start = await asyncio.wait_for(starts.get(), WAIT)
+    after = await agent.ok("wait_for_command", terminal_id=terminal)
+    assert (after["run_id"], after["command"]) == (start["runId"], "echo typed-ahead")
+    assert after["state"] == "completed"
+    assert after["output"] == "typed-ahead"
+
+
+async def test_write_input_says_whether_a_command_was_running(agent: Agent, tmp_path: Path) -> None:
+    idle = await agent.ok("run_command", command="true", cwd=str(tmp_path))
+    call = await agent.call("write_input", {"terminal_id": idle["terminal_id"], "text": "true"})
+    sent = call.structured_content
+    assert sent is not None
+    assert (sent["busy"], sent["command"]) == (False, None)
+    assert "No command was running" in _text(call)
+
+
 async def test_a_question_is_returned_with_its_prompt_and_answered(
     agent: Agent, tmp_path: Path
 ) -> None:
