@@ -43,7 +43,7 @@ from .errors import RegistryError
 from .mcp_session import McpSession, SessionSettings
 from .mcp_stdio import open_stdio
 from .mcp_texts import INSTRUCTIONS
-from .mcp_tools import register
+from .mcp_tools import tools
 
 __all__ = ["build_server", "main"]
 
@@ -76,8 +76,8 @@ def build_server(session: McpSession) -> MCPServer[McpSession]:
         version=_version(),
         lifespan=lifespan,
         log_level="WARNING",
+        tools=tools(timeout),
     )
-    register(server, timeout)
     return server
 
 

@@ -4,7 +4,7 @@ Each tool takes the MCP request context first (the SDK injects it; the session i
 server's lifespan state), checks nothing the registry checks itself, makes one or two
 calls through the Python client, and answers with :mod:`protocol.mcp_results`.  A
 registry error becomes a tool error (``isError``) whose text says what was wrong and
-what to do instead.  :func:`register` adds them all to an ``MCPServer``, with the
+what to do instead.  :func:`tools` builds them all for an ``MCPServer``, with the
 titles and descriptions of :mod:`protocol.mcp_texts`.
 """
 
@@ -14,13 +14,15 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from .daemon import BackgroundServerError
 from .errors import InvalidParamsError, RegistryError
+from .mcp_arguments import CheckedTool
 from .mcp_results import (
     CloseResult,
     CommandResult,
@@ -41,7 +43,7 @@ from .mcp_session import McpSession, Progress, explain
 from .mcp_texts import DESCRIPTIONS
 from .types import TerminalInfo
 
-__all__ = ["TOOLS", "register"]
+__all__ = ["TOOLS", "tools"]
 
 
 TerminalId = Annotated[
@@ -395,14 +397,21 @@ TOOLS: dict[str, tuple[Callable[..., Any], ToolAnnotations]] = {
 }
 
 
-def register(server: MCPServer[Any], call_timeout: float) -> None:
+def tools(call_timeout: float) -> list[Tool]:
+    """Every tool, for ``MCPServer(tools=...)``: built as ``MCPServer.add_tool`` builds
+    them, as :class:`~protocol.mcp_arguments.CheckedTool` so that bad arguments are
+    told in words."""
     assert TOOLS.keys() == DESCRIPTIONS.keys()
+    built: list[Tool] = []
     for name, (fn, hints) in TOOLS.items():
         title, description = DESCRIPTIONS[name]
-        server.add_tool(
-            fn,
-            name=name,
-            title=title,
-            description=description.format(timeout=call_timeout),
-            annotations=hints,
+        built.append(
+            CheckedTool.from_function(
+                fn,
+                name=name,
+                title=title,
+                description=description.format(timeout=call_timeout),
+                annotations=hints,
+            )
         )
+    return built

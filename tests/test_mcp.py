@@ -400,18 +400,18 @@ async def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(
     agent: Agent, tmp_path: Path
 ) -> None:
     cases: list[tuple[str, dict[str, Any], str]] = [
-        ("run_command", {"command": 5}, "valid string"),
-        ("run_command", {"command": ""}, "at least 1 character"),
+        ("run_command", {"command": 5}, "command: must be a string"),
+        ("run_command", {"command": ""}, "command: must not be empty"),
         ("run_command", {"command": "true", "cwd": str(tmp_path / "nope")}, "does not exist"),
-        ("run_command", {"command": "true", "timeout_seconds": -1}, "greater than 0"),
+        ("run_command", {"command": "true", "timeout_seconds": -1}, "must be greater than 0"),
         ("run_command", {"command": "true", "cwd": "/", "terminal_id": 1}, "not both"),
         ("wait_for_command", {"terminal_id": 99999}, "unknown terminal 99999"),
         ("write_input", {"terminal_id": 99999, "text": "y"}, "list_terminals"),
-        ("send_keys", {"terminal_id": 1, "keys": []}, "at least 1 item"),
+        ("send_keys", {"terminal_id": 1, "keys": []}, "keys: must have at least 1 item"),
         ("send_keys", {"terminal_id": 1, "keys": ["C-1"]}, "'1' has no control code"),
         ("send_keys", {"terminal_id": 1, "keys": ["q", "Entr"]}, "keys[1]: unknown key 'Entr'"),
         ("send_keys", {"terminal_id": 1, "keys": ["Entr"]}, "to type it as text, use write_input"),
-        ("close_terminal", {"terminal_id": "one"}, "valid integer"),
+        ("close_terminal", {"terminal_id": "one"}, "terminal_id: must be an integer"),
         ("no_such_tool", {}, "Unknown tool"),
     ]
     for tool, arguments, expected in cases:
@@ -420,6 +420,53 @@ async def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(
         assert expected in _text(result), (tool, _text(result))
     alive = await agent.ok("run_command", command="echo alive", cwd=str(tmp_path))
     assert alive["output"].strip() == "alive"
+
+
+ARGUMENT_ERRORS: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("run_command", {}, ["command: required"]),
+    ("run_command", {"cmd": "ls"}, ["command: required", "not arguments of run_command: cmd"]),
+    ("run_command", {"command": ""}, ["command: must not be empty"]),
+    ("run_command", {"command": None}, ["command: must be a string"]),
+    (
+        "run_command",
+        {"command": 5, "timeout_seconds": -1, "background": "maybe"},
+        [
+            "command: must be a string",
+            "timeout_seconds: must be greater than 0;",
+            "background: must be true or false",
+        ],
+    ),
+    ("run_command", {"command": "true", "terminal_id": 1.5}, ["terminal_id: must be a whole"]),
+    ("wait_for_command", {"terminal_id": 0}, ["terminal_id: must be at least 1"]),
+    ("wait_for_command", {"terminal_id": 1, "max_wait_seconds": "soon"}, ["must be a number"]),
+    ("write_input", {"terminal_id": 1}, ["text: required"]),
+    ("write_input", {"terminal_id": 1, "text": ["y"]}, ["text: must be a string"]),
+    ("send_keys", {"terminal_id": 1, "keys": "q"}, ["keys: must be a list of strings"]),
+    ("send_keys", {"terminal_id": 1, "keys": ["q", 7]}, ["keys[1]: must be a string"]),
+    ("read_output", {"terminal_id": "one"}, ["terminal_id: must be an integer"]),
+    ("list_terminals", {"only_mine": "x"}, ["only_mine: must be true or false"]),
+    ("list_terminals", {"task_id": ""}, ["task_id: must not be empty"]),
+    ("kill_command", {}, ["terminal_id: required"]),
+    ("close_terminal", {"terminal_id": -2}, ["terminal_id: must be at least 1"]),
+    ("environment_details", {"task_id": 3}, ["task_id: must be a string"]),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "expected"), ARGUMENT_ERRORS)
+async def test_argument_errors_name_the_argument_and_what_it_takes(
+    agent: Agent, tool: str, arguments: dict[str, Any], expected: list[str]
+) -> None:
+    result = await agent.call(tool, arguments)
+    assert result.is_error, (tool, arguments)
+    text = _text(result)
+    assert text.startswith(f"Invalid arguments to {tool}: "), text
+    for part in expected:
+        assert part in text, (part, text)
+    assert "nothing was done" in text
+    # Short and the model's own terms: no validator's report, no links.
+    for noise in ("validation error", "pydantic", "https://", "input_value", "Arguments"):
+        assert noise not in text, text
+    assert len(text) < 400, text
 
 
 async def test_sessions_see_their_own_tasks(
