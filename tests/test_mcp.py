@@ -399,18 +399,20 @@ async def test_cancelling_a_call_interrupts_its_command(
 async def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(
     agent: Agent, tmp_path: Path
 ) -> None:
+    # A terminal of its own for the cases that need one (run alone, none exists yet).
+    tid = (await agent.ok("run_command", command="true", cwd=str(tmp_path)))["terminal_id"]
     cases: list[tuple[str, dict[str, Any], str]] = [
         ("run_command", {"command": 5}, "command: must be a string"),
         ("run_command", {"command": ""}, "command: must not be empty"),
         ("run_command", {"command": "true", "cwd": str(tmp_path / "nope")}, "does not exist"),
         ("run_command", {"command": "true", "timeout_seconds": -1}, "must be greater than 0"),
-        ("run_command", {"command": "true", "cwd": "/", "terminal_id": 1}, "not both"),
+        ("run_command", {"command": "true", "cwd": "/", "terminal_id": tid}, "not both"),
         ("wait_for_command", {"terminal_id": 99999}, "unknown terminal 99999"),
         ("write_input", {"terminal_id": 99999, "text": "y"}, "list_terminals"),
-        ("send_keys", {"terminal_id": 1, "keys": []}, "keys: must have at least 1 item"),
-        ("send_keys", {"terminal_id": 1, "keys": ["C-1"]}, "'1' has no control code"),
-        ("send_keys", {"terminal_id": 1, "keys": ["q", "Entr"]}, "keys[1]: unknown key 'Entr'"),
-        ("send_keys", {"terminal_id": 1, "keys": ["Entr"]}, "to type it as text, use write_input"),
+        ("send_keys", {"terminal_id": tid, "keys": []}, "keys: must have at least 1 item"),
+        ("send_keys", {"terminal_id": tid, "keys": ["C-1"]}, "'1' has no control code"),
+        ("send_keys", {"terminal_id": tid, "keys": ["q", "Entr"]}, "keys[1]: unknown key 'Entr'"),
+        ("send_keys", {"terminal_id": tid, "keys": ["Entr"]}, "as text, use write_input"),
         ("close_terminal", {"terminal_id": "one"}, "terminal_id: must be an integer"),
         ("no_such_tool", {}, "Unknown tool"),
     ]
