@@ -21,7 +21,7 @@ import json
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, BinaryIO
 
 from . import listing, methods
 from .blocking import BlockingClient
@@ -61,8 +61,50 @@ def describe_waiting(waiting: dict[str, Any]) -> str:
     return ("possibly " if waiting.get("certainty") == "possibly" else "") + text
 
 
+class PlainText:
+    """A run's live output for a file or a pipe: what the terminal showed, as text.
+
+    The escape sequences (colours, titles, fish's mode switches) and the CR LF in
+    the stream are the PTY's, not the program's; a file wants ``hi\\n``.  Complete
+    lines go through the canvas the server renders a model's text with
+    (:func:`registry.render.render`), as they come, so a pipe still reads them live;
+    a partial line waits for its end (a progress bar's frames fold into the last).
+    """
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._pending = ""
+
+    def feed(self, data: str) -> str:
+        """Take ``data``; write and return what its complete lines showed."""
+        self._pending += data
+        cut = self._pending.rfind("\n") + 1
+        shown, self._pending = self._pending[:cut], self._pending[cut:]
+        return self._write(shown)
+
+    def flush(self) -> str:
+        """Write and return the partial line too (the run ended, or waits on it)."""
+        shown, self._pending = self._pending, ""
+        return self._write(shown)
+
+    def _write(self, text: str) -> str:
+        if not text:
+            return ""
+        # Imported on first output only: wcwidth's tables cost ~30 ms, and a CLI call
+        # is timed in tens of milliseconds (docs/architecture.md, `run -- true`).
+        from registry.render import render
+
+        shown = render(text)
+        self._out.write(shown.encode("utf-8"))
+        self._out.flush()
+        return shown
+
+
 def run(args: argparse.Namespace, client: BlockingClient) -> int:
     out = sys.stdout.buffer
+    # A person's terminal gets the live stream as the PTY gave it (colours, redraws);
+    # a file or a pipe gets the text it showed.
+    plain = None if os.isatty(out.fileno()) else PlainText(out)
     buffered: dict[int, list[str]] = {}
     ended: dict[int, dict[str, Any]] = {}
     seen: dict[int, dict[str, Any]] = {}
@@ -77,8 +119,13 @@ def run(args: argparse.Namespace, client: BlockingClient) -> int:
 
     def show(data: str) -> None:
         streamed.append(True)
-        out.write(data.encode("utf-8"))
-        out.flush()
+        if plain is not None:
+            data = plain.feed(data)
+            if not data:
+                return
+        else:
+            out.write(data.encode("utf-8"))
+            out.flush()
         at_line_start[0] = data.endswith("\n")
 
     def on_write(params: dict[str, Any]) -> None:
@@ -103,6 +150,9 @@ def run(args: argparse.Namespace, client: BlockingClient) -> int:
         waiting = terminal.get("waitingFor") or {}
         if console.interactive and waiting.get("kind") == "fullScreen":
             return  # the person sees it, and a line of ours would be drawn into it
+        shown = plain.flush() if plain is not None else ""  # the prompt, before we say so
+        if shown:
+            at_line_start[0] = shown.endswith("\n")
         say(describe_waiting(waiting), raw=console.raw, fresh_line=not at_line_start[0])
         if not console.interactive:
             left_waiting.append(waiting)
@@ -150,6 +200,8 @@ def run(args: argparse.Namespace, client: BlockingClient) -> int:
             resized=resized if console.interactive else None,
         )
     assert terminal_id is not None
+    if plain is not None:
+        plain.flush()
     if mine not in ended:
         return _left_waiting(args, client, started, left_waiting[0])
     return _summary(args, client, started, ended[mine], seen, bool(streamed))

@@ -129,3 +129,27 @@ def test_the_shared_options_may_come_before_the_command(
     refused = cli("--socket", socket, "log", env=runtime_dir)
     assert refused.returncode == 2
     assert "--socket" in refused.stderr
+
+
+def _raw_stdout(*args: str, env: dict[str, str], cwd: str) -> bytes:
+    """The CLI's stdout as bytes, to a pipe (text mode would hide a CR)."""
+    done = subprocess.run(
+        [*CLI, *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=120, env=env, cwd=cwd
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("shell", ["/usr/bin/bash", "/usr/bin/fish"])
+def test_output_to_a_file_or_pipe_is_the_commands_text(
+    runtime_dir: dict[str, str], tmp_path: Path, shell: str
+) -> None:
+    # The terminal's control sequences and CR LF are the PTY's, not the program's:
+    # a file gets what the terminal showed, as text (live, line by line).
+    if not os.path.exists(shell):
+        pytest.skip(f"{shell} is not installed")
+    env = {**runtime_dir, "SHELL": shell}
+    assert _raw_stdout("run", "--", "echo hi", env=env, cwd=str(tmp_path)) == b"hi\n"
+    drawn = "printf '\\033[31mred\\033[0m\\n10%%\\r100%%\\nno end'"
+    out = _raw_stdout("run", "--", drawn, env=env, cwd=str(tmp_path))
+    assert out == b"red\n100%\nno end"
