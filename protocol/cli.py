@@ -182,11 +182,13 @@ _COMMANDS = {
 _CLIENTS = {"run", "attach", "env", "list", "kill", "close", "stop"}
 
 
-def _parser(words: Sequence[str]) -> argparse.ArgumentParser:
-    """The command line's parser.  Only the command named first in ``words`` gets
-    its options (``--help`` without a command lists commands, not options):
-    building every command's took a tenth of a CLI call's own time, and one call
-    uses one command."""
+def _parser(
+    words: Sequence[str],
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The command line's parser, and the parser of the command named first in
+    ``words`` (its errors print its usage).  Only that command gets its options
+    (``--help`` without a command lists commands, not options): building every
+    command's took a tenth of a CLI call's own time, and one call uses one command."""
     chosen = words[0] if words and words[0] in _COMMANDS else None
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -201,13 +203,14 @@ def _parser(words: Sequence[str]) -> argparse.ArgumentParser:
         description="Own real shells in real PTYs for editors and agents.",
     )
     commands = parser.add_subparsers(dest="subcommand", required=True)
+    command = None
     for name, text in _COMMANDS.items():
         if name != chosen:
             commands.add_parser(name, help=text)
             continue
         command = commands.add_parser(name, help=text, parents=[common] if name in _CLIENTS else [])
         _OPTIONS.get(name, _no_options)(command)
-    return parser
+    return parser, command
 
 
 def _no_options(command: argparse.ArgumentParser) -> None:
@@ -364,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = _command_first(list(sys.argv[1:] if argv is None else argv))
     if words[:1] == ["mcp"]:
         return _mcp(words[1:])
-    parser = _parser(words)
+    parser, command = _parser(words)
     args = parser.parse_args(words)
     if args.subcommand == "serve":
         from .serve import serve  # the server's imports, for this command only
@@ -373,10 +376,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.subcommand == "log":
         return audit.print_log(args.path, as_json=args.json, last=args.last)
     if args.subcommand == "run":
+        assert command is not None  # the command named first is the one parsed
         words = args.command[1:] if args.command[:1] == ["--"] else args.command
-        if not words:
-            parser.error("run needs a command after --")
         args.command = " ".join(words)
+        if not args.command.strip():
+            # The shell would run nothing and report a meaningless exit code; the
+            # server refuses it too (InvalidParams naming `command`).
+            what = "is empty or blank" if words else "is missing"
+            command.error(f"the command {what}: give one after --, e.g. run -- 'make test'")
     try:
         if args.subcommand == "stop":
             return _stop(args)

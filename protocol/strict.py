@@ -51,6 +51,8 @@ class Rule:
     env_names: bool = False
     #: The only values a string may take.
     choices: tuple[str, ...] = ()
+    #: Text that must say something: a command of only whitespace runs nothing.
+    not_blank: bool = False
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -71,6 +73,8 @@ def _apply_rule(rule: Rule, value: Any, where: str) -> None:
     if isinstance(value, str):
         if rule.no_nul and "\0" in value:
             raise InvalidParamsError(f"{where} must not contain a NUL character")
+        if rule.not_blank and not value.strip():
+            raise InvalidParamsError(f"{where} must not be empty or blank, got {value!r}")
         if rule.choices and value not in rule.choices:
             expected = ", ".join(repr(choice) for choice in rule.choices)
             raise InvalidParamsError(f"{where} must be one of {expected}, got {value!r}")

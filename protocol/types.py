@@ -64,6 +64,9 @@ __all__ = [
 
 #: Text that reaches a shell, a path or an environment.
 _TEXT = Rule(no_nul=True)
+#: A command: the shell would run nothing for "" or "   ", and answer with an exit
+#: code that means nothing (none for "", 0 for blanks).
+_COMMAND = Rule(no_nul=True, not_blank=True)
 #: The kernel's window size is two unsigned shorts (struct winsize).
 _SIZE = Rule(min=1, max=65535)
 #: Durations in ms: not negative; at most ~24.8 days (what a 32-bit int holds).
@@ -103,7 +106,7 @@ class AcquireParams:
 
 @attrs.define
 class RunParams:
-    command: str = attrs.field(metadata={RULE: _TEXT})
+    command: str = attrs.field(metadata={RULE: _COMMAND})
     terminal_id: int | None = None
     cwd: str | None = attrs.field(default=None, metadata={RULE: _TEXT})
     task_id: str | None = None

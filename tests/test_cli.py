@@ -153,3 +153,14 @@ def test_output_to_a_file_or_pipe_is_the_commands_text(
     drawn = "printf '\\033[31mred\\033[0m\\n10%%\\r100%%\\nno end'"
     out = _raw_stdout("run", "--", drawn, env=env, cwd=str(tmp_path))
     assert out == b"red\n100%\nno end"
+
+
+@pytest.mark.parametrize("command", [[], ["--"], ["--", ""], ["--", "  "], ["--", "", " "]])
+def test_an_empty_or_blank_command_is_refused(
+    runtime_dir: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    refused = cli("run", *command, env=runtime_dir, cwd=str(tmp_path))
+    assert refused.returncode == 2
+    assert "command" in refused.stderr
+    assert "usage: terminal-registry run" in refused.stderr
+    assert "exit code" not in refused.stderr  # nothing ran

@@ -153,6 +153,8 @@ async def test_resize_out_of_range_is_invalid_params(
         ({"command": "true", "env": {"": "1"}}, ["env"]),
         ({"command": "true", "env": {"A": "x\x00y"}}, ["env.A", "NUL"]),
         ({"command": "true", "timeoutMs": -5}, ["timeoutMs"]),
+        ({"command": ""}, ["command", "empty"]),
+        ({"command": " \t\n"}, ["command", "blank"]),
     ],
 )
 async def test_invalid_run_input_is_refused_and_changes_nothing(
