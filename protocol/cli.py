@@ -188,7 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve(args)
     if args.subcommand == "log":
-        return audit.print_log(args.path, as_json=args.json, last=args.last)
+        try:
+            return audit.print_log(args.path, as_json=args.json, last=args.last)
+        except OSError as error:  # a directory, a file we may not read
+            text = f"cannot read the audit log {error.filename}: {error.strerror or error}"
+            return _fail(args, text, text, None)
     if args.subcommand == "run":
         assert command is not None  # the command named first is the one parsed
         words = args.command[1:] if args.command[:1] == ["--"] else args.command

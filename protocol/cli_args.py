@@ -11,7 +11,30 @@ from collections.abc import Callable, Sequence
 
 from .cli_run import EXIT_WAITING, LIMIT_FLAGS
 
-__all__ = ["COMMANDS", "command_first", "parser"]
+__all__ = ["COMMANDS", "LOG_LEVELS", "add_log_level", "command_first", "parser"]
+
+#: What ``--log-level`` takes (logging's names, any case).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def add_log_level(command: argparse.ArgumentParser) -> None:
+    """``--log-level``, checked here: logging refuses an unknown name with a
+    traceback, long after the command line was read."""
+    command.add_argument(
+        "--log-level",
+        type=_log_level,
+        default="WARNING",
+        metavar="LEVEL",
+        help="what is logged to stderr: " + ", ".join(LOG_LEVELS) + " (default WARNING)",
+    )
+
+
+def _log_level(value: str) -> str:
+    """A level's name in any case, as logging spells it; the error quotes the user's."""
+    if value.upper() not in LOG_LEVELS:
+        known = ", ".join(LOG_LEVELS)
+        raise argparse.ArgumentTypeError(f"unknown level {value!r} (one of {known})")
+    return value.upper()
 
 
 #: Each command's one-line help, in the order ``--help`` lists them.
@@ -94,7 +117,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
         help="append one JSON line per command to PATH (mode 0600, rotated at 10 MB); "
         "default: $TERMINAL_REGISTRY_AUDIT_LOG, else no audit log",
     )
-    serve.add_argument("--log-level", default="WARNING")
+    add_log_level(serve)
     serve.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
 
 

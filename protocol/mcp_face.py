@@ -38,6 +38,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
 from . import daemon
+from .cli_args import add_log_level
 from .client import RegistryClient
 from .errors import RegistryError
 from .mcp_session import McpSession, SessionSettings
@@ -205,7 +206,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where commands run when the model gives no cwd (default: where this starts)",
     )
-    mcp.add_argument("--log-level", default="WARNING")
+    add_log_level(mcp)
     return mcp
 
 

@@ -252,3 +252,33 @@ def test_parallel_first_calls_share_one_background_server(
         cli("stop", env=no_runtime_dir)
     assert [code for code, _ in outcomes] == [0, 0, 0], outcomes
     assert sum("started a background server" in err for _, err in outcomes) == 1, outcomes
+
+
+@pytest.mark.parametrize("command", [["serve", "--stdio"], ["mcp"]])
+def test_an_unknown_log_level_is_a_usage_error(
+    no_runtime_dir: dict[str, str], command: list[str]
+) -> None:
+    refused = cli(*command, "--log-level", "BOGUS", env=no_runtime_dir)
+    assert refused.returncode == 2
+    assert "Traceback" not in refused.stderr
+    assert "--log-level" in refused.stderr
+    assert "'BOGUS'" in refused.stderr
+    assert f"usage: terminal-registry {command[0]}" in refused.stderr
+
+
+def test_a_log_level_in_lower_case_is_taken(no_runtime_dir: dict[str, str]) -> None:
+    # stdin at its end: the stdio session ends at once, cleanly.
+    served = cli("serve", "--stdio", "--log-level", "info", env=no_runtime_dir)
+    assert served.returncode == 0, served.stderr
+
+
+def test_a_log_path_that_cannot_be_read_is_a_clear_error(
+    no_runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    unreadable = cli("log", "--path", str(tmp_path), env=no_runtime_dir)
+    assert unreadable.returncode == 2
+    assert "Traceback" not in unreadable.stderr
+    assert f"cannot read the audit log {tmp_path}" in unreadable.stderr
+    as_json = cli("log", "--json", "--path", str(tmp_path), env=no_runtime_dir)
+    assert as_json.returncode == 2
+    assert str(tmp_path) in json.loads(as_json.stdout)["error"]["message"]
