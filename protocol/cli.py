@@ -182,7 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words[:1] == ["mcp"]:
         return _mcp(words[1:])
     parser, command = cli_args.parser(words)
-    args = parser.parse_args(words)
+    # A command's parser hands the words it does not know up to the top one, whose
+    # error would print the top-level usage: the command's own says what it takes.
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        (command or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.subcommand == "serve":
         from .serve import serve  # the server's imports, for this command only
 

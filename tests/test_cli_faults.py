@@ -282,3 +282,31 @@ def test_a_log_path_that_cannot_be_read_is_a_clear_error(
     as_json = cli("log", "--json", "--path", str(tmp_path), env=no_runtime_dir)
     assert as_json.returncode == 2
     assert str(tmp_path) in json.loads(as_json.stdout)["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("words", "command", "named"),
+    [
+        (["run", "--bogus", "--", "echo"], "run", "--bogus"),
+        (["--json", "run", "--bogus", "--", "echo"], "run", "--bogus"),
+        (["run"], "run", "command"),
+        (["list", "extra"], "list", "extra"),
+        (["--socket", "/nowhere", "log"], "log", "--socket"),
+    ],
+)
+def test_a_commands_error_prints_that_commands_usage(
+    no_runtime_dir: dict[str, str], words: list[str], command: str, named: str
+) -> None:
+    refused = cli(*words, env=no_runtime_dir)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"usage: terminal-registry {command} ")
+    assert f"terminal-registry {command}: error:" in refused.stderr
+    assert named in refused.stderr.splitlines()[-1]
+
+
+def test_an_option_before_any_command_is_the_top_levels_error(
+    no_runtime_dir: dict[str, str],
+) -> None:
+    refused = cli("--bogus", "list", env=no_runtime_dir)
+    assert refused.returncode == 2
+    assert "terminal-registry: error:" in refused.stderr
