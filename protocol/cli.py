@@ -187,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(words)
     if unknown:
         (command or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    if command is not None:
+        cli_args.check_numbers(args, command)
     if args.subcommand == "serve":
         from .serve import serve  # the server's imports, for this command only
 

@@ -7,11 +7,19 @@ only, like the CLI: every call is a new process (see protocol/cli.py).
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 
 from .cli_run import EXIT_WAITING, LIMIT_FLAGS
 
-__all__ = ["COMMANDS", "LOG_LEVELS", "add_log_level", "command_first", "parser"]
+__all__ = [
+    "COMMANDS",
+    "LOG_LEVELS",
+    "add_log_level",
+    "check_numbers",
+    "command_first",
+    "parser",
+]
 
 #: What ``--log-level`` takes (logging's names, any case).
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -218,3 +226,39 @@ def command_first(words: list[str]) -> list[str]:
     if not shared or at == len(words) or words[at] not in COMMANDS:
         return words
     return [words[at], *shared, *words[at + 1 :]]
+
+
+#: The wire's longest duration (``timeoutMs``, ``cooldownTimeoutMs``: a 32-bit int
+#: of milliseconds), in the seconds the command line takes.
+_MOST_SECONDS = (2**31 - 1) / 1000
+#: Numeric options, by dest: the most each may be (None: the server's bounds, in the
+#: same unit as here, say it).
+_NUMBERS: dict[str, float | None] = {
+    "timeout": _MOST_SECONDS,
+    "cooldown": _MOST_SECONDS,
+    **{flag: None for flag, _wire, _kind, _text in LIMIT_FLAGS},
+}
+
+
+def check_numbers(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
+    """Refuse a numeric option out of bounds, naming it and its value as given.
+
+    The server would refuse it too, but in the wire's terms: ``--timeout -5`` is
+    ``timeoutMs ... got -5000`` there (seconds here are milliseconds on the wire).
+    """
+    for dest, most in _NUMBERS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        if not math.isfinite(value):
+            command.error(f"{flag} must be a number of seconds, got {value}")
+        if value < 0:
+            command.error(f"{flag} must be >= 0, got {_said(value)}")
+        if most is not None and value > most:
+            command.error(f"{flag} must be at most {_said(most)}, got {_said(value)}")
+
+
+def _said(value: float) -> str:
+    """A number as a person writes it: ``-5`` (not ``-5.0``), ``2147483.647``."""
+    return str(int(value)) if value == int(value) else repr(value)

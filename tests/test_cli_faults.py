@@ -310,3 +310,25 @@ def test_an_option_before_any_command_is_the_top_levels_error(
     refused = cli("--bogus", "list", env=no_runtime_dir)
     assert refused.returncode == 2
     assert "terminal-registry: error:" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        (["run", "--timeout", "-5", "--", "true"], "--timeout must be >= 0, got -5"),
+        (["run", "--timeout", "1.5e9", "--", "true"], "at most 2147483.647, got 1500000000"),
+        (["run", "--timeout", "nan", "--", "true"], "--timeout must be a number of seconds"),
+        (["run", "--wall-seconds", "-1", "--", "true"], "--wall-seconds must be >= 0, got -1"),
+        (["run", "--memory-mb", "-2", "--", "true"], "--memory-mb must be >= 0, got -2"),
+        (["env", "--cooldown", "-1"], "--cooldown must be >= 0, got -1"),
+    ],
+)
+def test_a_bad_number_is_named_as_the_user_gave_it(
+    no_runtime_dir: dict[str, str], words: list[str], said: str
+) -> None:
+    # Seconds on the command line are milliseconds on the wire: the error must not
+    # quote the wire's field and value (timeoutMs ... got -5000).
+    refused = cli(*words, env=no_runtime_dir)
+    assert refused.returncode == 2
+    assert said in refused.stderr
+    assert "Ms" not in refused.stderr
