@@ -144,7 +144,12 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "--host", help="run on this ssh host (alias, user@host or user@host:port; docs/remote.md)"
     )
     where.add_argument("--container", help="run in this running container (docker or podman)")
-    run.add_argument("--timeout", type=float, help="seconds before the command is ended")
+    run.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="end the command after this long (0: no timeout, over any server default)",
+    )
     for flag, _wire, kind, text in LIMIT_FLAGS:
         run.add_argument(
             f"--{flag.replace('_', '-')}", type=kind, metavar="N", help=f"limit: {text}"

@@ -43,6 +43,9 @@ LIMIT_FLAGS = (
     ("wall_seconds", "wallSeconds", float, "seconds of running (then: failed)"),
 )
 
+#: ``--timeout 0``: the longest timeoutMs the wire takes (a 32-bit int), ~24.8 days.
+NO_TIMEOUT_MS = 2**31 - 1
+
 _WAITING_STATES = frozenset({"waitingForInput", "waitingForPassword", "fullScreen"})
 
 
@@ -220,8 +223,13 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
         params["provider"] = args.provider or "shell"
     if args.task is not None:
         params["taskId"] = args.task
-    if args.timeout is not None:
+    if args.timeout:
         params["timeoutMs"] = round(args.timeout * 1000)
+    elif args.timeout == 0:
+        # 0 is no timeout here, as for the limits (and coreutils' timeout); on the
+        # wire timeoutMs 0 means "end at once".  The longest the wire takes (~24.8
+        # days) also overrides a server's commandTimeoutMs, which leaving it out would not.
+        params["timeoutMs"] = NO_TIMEOUT_MS
     limits = {wire: getattr(args, flag) for flag, wire, _, _ in LIMIT_FLAGS}
     if any(value is not None for value in limits.values()):
         params["limits"] = {k: v for k, v in limits.items() if v is not None}

@@ -164,3 +164,12 @@ def test_an_empty_or_blank_command_is_refused(
     assert "command" in refused.stderr
     assert "usage: terminal-registry run" in refused.stderr
     assert "exit code" not in refused.stderr  # nothing ran
+
+
+def test_timeout_zero_is_no_timeout(runtime_dir: dict[str, str], tmp_path: Path) -> None:
+    # As for the limits (and coreutils' timeout), 0 disables it; on the wire
+    # timeoutMs 0 keeps its meaning (end at once), so the CLI does not send it.
+    done = cli("run", "--timeout", "0", "--", "echo x", env=runtime_dir, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "x\n"
+    assert "state: completed" in done.stderr
