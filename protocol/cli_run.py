@@ -314,7 +314,7 @@ def _summary(
             f"state: {end['state']}",
             f"cwd: {listing.location(terminal)}",
             f"terminal: {terminal_id} ({terminal['provider']}, {terminal['shell']}, "
-            f"{terminal['shellIntegration']} integration)",
+            f"{_integration(terminal)})",
         ]
         if note:
             lines.append(f"note: {note}")
@@ -324,6 +324,12 @@ def _summary(
     if code is not None:
         return int(code) & 0xFF
     return 0 if end["state"] == "completed" else 1
+
+
+def _integration(terminal: dict[str, Any]) -> str:
+    """``rich integration``; a subprocess terminal (a fallback's, say) has none."""
+    has = listing.integration(terminal)
+    return "no shell integration" if has == "-" else f"{has} integration"
 
 
 def signal_name(code: int | None) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["COLUMNS", "location", "table"]
+__all__ = ["COLUMNS", "integration", "location", "table"]
 
 COLUMNS = ("ID", "TASK", "PROVIDER", "STATE", "INTEGRATION", "CWD", "LAST COMMAND")
 
@@ -22,6 +22,14 @@ def location(terminal: dict[str, Any]) -> str:
     if terminal.get("container"):
         return f"container://{terminal['container']}{terminal['cwd']}"
     return str(terminal["cwd"])
+
+
+def integration(terminal: dict[str, Any]) -> str:
+    """A terminal's shell integration, for people: ``rich``, ``none`` or ``pending``;
+    ``-`` for a subprocess terminal, which has no shell to integrate with (the wire's
+    ``rich`` there says only that its boundaries and exit codes are exact, each
+    command being its own process)."""
+    return "-" if terminal["provider"] == "subprocess" else str(terminal["shellIntegration"])
 
 
 def table(terminals: Iterable[dict[str, Any]]) -> str:
@@ -37,7 +45,7 @@ def table(terminals: Iterable[dict[str, Any]]) -> str:
                 t["taskId"] or "-",
                 t["provider"],
                 state,
-                t["shellIntegration"],
+                integration(t),
                 location(t),
                 t["lastCommand"] or "",
             )

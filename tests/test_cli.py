@@ -173,3 +173,27 @@ def test_timeout_zero_is_no_timeout(runtime_dir: dict[str, str], tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "x\n"
     assert "state: completed" in done.stderr
+
+
+def test_a_subprocess_terminal_is_not_said_to_have_shell_integration(
+    runtime_dir: dict[str, str], tmp_path: Path
+) -> None:
+    # sh gets no integration: the run falls back to a subprocess terminal, which has
+    # no shell to integrate with; the footer must not call it "rich".
+    env = {**runtime_dir, "SHELL": "/bin/sh"}
+    done = cli("run", "--", "echo hi", env=env, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hi\n"
+    footer = {
+        line.split(": ", 1)[0]: line.split(": ", 1)[1]
+        for line in done.stderr.replace("[terminal-registry] ", "").splitlines()
+        if ": " in line
+    }
+    listed = {t["id"]: t for t in json.loads(cli("list", "--json", env=env).stdout)}
+    shell = next(i for i, t in listed.items() if t["provider"] == "shell")
+    fallback = next(i for i, t in listed.items() if t["provider"] == "subprocess")
+    assert footer["terminal"] == f"{fallback} (subprocess, /bin/sh, no shell integration)"
+    assert f"terminal {shell} (/bin/sh) has no shell integration" in footer["note"]
+    assert f"ran in subprocess terminal {fallback}" in footer["note"]
+    table = cli("list", env=env).stdout.splitlines()
+    assert "rich" not in next(row for row in table if row.startswith(f"{fallback} "))
