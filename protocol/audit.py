@@ -28,7 +28,6 @@ from typing import Any
 __all__ = [
     "AUDIT_LOG_VARIABLE",
     "AuditFile",
-    "default_path",
     "format_entry",
     "print_log",
     "read_entries",
@@ -41,14 +40,6 @@ AUDIT_LOG_VARIABLE = "TERMINAL_REGISTRY_AUDIT_LOG"
 MAX_BYTES = 10 * 1024 * 1024
 #: Old files kept (PATH.1 ... PATH.KEEP).
 KEEP = 3
-
-
-def default_path() -> str:
-    """``$XDG_STATE_HOME/terminal-registry/audit.jsonl`` (``~/.local/state`` by default)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.join(state, "terminal-registry", "audit.jsonl")
 
 
 class AuditFile:
@@ -141,9 +132,8 @@ def format_entry(entry: dict[str, Any]) -> str:
     )
 
 
-def print_log(path: str | None, *, as_json: bool = False, last: int | None = None) -> int:
+def print_log(path: str, *, as_json: bool = False, last: int | None = None) -> int:
     """``terminal-registry log``: the entries for people, or as a JSON array."""
-    path = path or os.environ.get(AUDIT_LOG_VARIABLE) or default_path()
     entries = list(read_entries(path))
     if last is not None:
         entries = entries[-last:] if last > 0 else []

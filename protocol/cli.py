@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -194,8 +195,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve(args)
     if args.subcommand == "log":
+        path = args.path or os.environ.get(audit.AUDIT_LOG_VARIABLE)
+        if not path:
+            # No file is written unless the server was told one: there is none to guess.
+            text = (
+                "no audit log named: a server keeps one only when started with "
+                f"`serve --audit-log PATH` or ${audit.AUDIT_LOG_VARIABLE} set; "
+                "give --path PATH"
+            )
+            return _fail(args, text, text, None)
         try:
-            return audit.print_log(args.path, as_json=args.json, last=args.last)
+            return audit.print_log(path, as_json=args.json, last=args.last)
         except OSError as error:  # a directory, a file we may not read
             text = f"cannot read the audit log {error.filename}: {error.strerror or error}"
             return _fail(args, text, text, None)

@@ -332,3 +332,15 @@ def test_a_bad_number_is_named_as_the_user_gave_it(
     assert refused.returncode == 2
     assert said in refused.stderr
     assert "Ms" not in refused.stderr
+
+
+def test_log_without_a_named_audit_log_says_how_to_get_one(
+    no_runtime_dir: dict[str, str],
+) -> None:
+    # It used to read ~/.local/state/terminal-registry/audit.jsonl, which nothing
+    # writes, and say "(no audit log at ...)" with exit 0.
+    env = {k: v for k, v in no_runtime_dir.items() if k != "TERMINAL_REGISTRY_AUDIT_LOG"}
+    result = cli("log", env=env)
+    assert result.returncode == 2
+    assert "--audit-log" in result.stderr
+    assert "--path" in result.stderr
