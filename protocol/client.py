@@ -255,8 +255,12 @@ class RegistryClient:
         params = {"terminalId": terminal_id, "cols": cols, "rows": rows}
         await self._request(methods.RESIZE, params)
 
-    async def kill(self, terminal_id: int) -> None:
-        await self._request(methods.KILL, {"terminalId": terminal_id})
+    async def kill(self, terminal_id: int, run_id: int | None = None) -> None:
+        """End the running command; with ``run_id``, only if that run is the one running."""
+        params: dict[str, Any] = {"terminalId": terminal_id}
+        if run_id is not None:
+            params["runId"] = run_id
+        await self._request(methods.KILL, params)
 
     async def close_terminal(self, terminal_id: int) -> None:
         await self._request(methods.CLOSE, {"terminalId": terminal_id})

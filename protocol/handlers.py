@@ -187,8 +187,16 @@ async def resize(ls: ConnectionServer, params: Any) -> Any:
 
 
 async def kill(ls: ConnectionServer, params: Any) -> Any:
-    p = wire.structure_params(wire.TerminalIdParams, params)
-    await ls.registry.get(p.terminal_id).kill()
+    p = wire.structure_params(wire.KillParams, params)
+    terminal = ls.registry.get(p.terminal_id)
+    if p.run_id is not None:
+        run = ls.registry.find_run(p.run_id)
+        if run.terminal_id != terminal.id:
+            raise InvalidParamsError(f"run {run.id} is not a run of terminal {terminal.id}")
+        if terminal.current_run is not run:
+            # It ended: what runs now (a line typed behind it) is not what was meant.
+            return None
+    await terminal.kill()
     return None
 
 

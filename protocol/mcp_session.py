@@ -216,7 +216,9 @@ class McpSession:
         The run is named before the kill and its end awaited by id: a line typed while
         it ran is run by the shell as soon as it is gone, and "the terminal's current
         run" would by then be that line.  A run that already ended is not killed (the
-        kill would reach whatever the shell runs next) and is returned as it ended.
+        kill would reach whatever the shell runs next) and is returned as it ended; the
+        kill names the run too, so one that ends between the look and the kill is
+        left alone by the server as well.
         """
         try:
             run = await self.client.wait(
@@ -227,7 +229,7 @@ class McpSession:
             )
             if run.state != "running":
                 return run, False
-            await self.client.kill(terminal_id)
+            await self.client.kill(terminal_id, run.run_id)
             ended = await self.client.wait(
                 run_id=run.run_id, timeout=_INTERRUPT_WAIT, yield_on_input=False
             )

@@ -37,6 +37,7 @@ __all__ = [
     "DidWriteParams",
     "EnvironmentDetailsParams",
     "EnvironmentDetailsResult",
+    "KillParams",
     "Limits",
     "ListParams",
     "OutputParams",
@@ -141,6 +142,13 @@ class ResizeParams:
 @attrs.define
 class TerminalIdParams:
     terminal_id: int
+
+
+@attrs.define
+class KillParams:
+    terminal_id: int
+    #: Only if this run is the one running (else nothing is killed).
+    run_id: int | None = None
 
 
 @attrs.define
@@ -326,7 +334,7 @@ REQUESTS: dict[str, tuple[type, Any]] = {
     methods.RUN: (RunParams, RunResult),
     methods.WRITE: (WriteParams, None),
     methods.RESIZE: (ResizeParams, None),
-    methods.KILL: (TerminalIdParams, None),
+    methods.KILL: (KillParams, None),
     methods.CLOSE: (TerminalIdParams, None),
     methods.LIST: (ListParams, list[TerminalInfo]),
     methods.OUTPUT: (OutputParams, OutputResult),

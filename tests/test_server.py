@@ -252,6 +252,36 @@ async def test_kill_and_close(server: StdioServer, tmp_path: Path) -> None:
     assert error["code"] == -32001
 
 
+async def test_kill_naming_a_run_kills_only_that_run(server: StdioServer, tmp_path: Path) -> None:
+    first = await server.call(
+        "terminal/run", {"command": "true", "cwd": str(tmp_path), "taskId": "kill-run"}
+    )
+    terminal_id = first["terminalId"]
+    started = await server.call(
+        "terminal/run", {"command": "sleep 100", "terminalId": terminal_id, "background": True}
+    )
+    # A run that already ended: whatever runs now is not what was meant -- left alone.
+    assert (
+        await server.call("terminal/kill", {"terminalId": terminal_id, "runId": first["runId"]})
+        is None
+    )
+    got = await server.call("terminal/get", {"terminalId": terminal_id})
+    assert got["busy"], "the sleep was killed for a run that had ended"
+    other = await server.call("terminal/run", {"command": "true", "cwd": str(tmp_path)})
+    assert other["terminalId"] != terminal_id
+    foreign = {"terminalId": terminal_id, "runId": other["runId"]}
+    error = await server.error("terminal/kill", foreign)
+    assert error["code"] == -32602
+    assert f"run {other['runId']} is not a run of terminal {terminal_id}" in error["message"]
+    # The run that is running: killed.
+    assert (
+        await server.call("terminal/kill", {"terminalId": terminal_id, "runId": started["runId"]})
+        is None
+    )
+    ended = await server.notification("terminal/didEndRun", runId=started["runId"])
+    assert ended["state"] == "cancelled"
+
+
 async def test_release_unbinds(server: StdioServer, tmp_path: Path) -> None:
     terminal = await server.call("terminal/acquire", {"cwd": str(tmp_path), "taskId": "rel"})
     assert await server.call("terminal/release", {"taskId": "rel"}) is None

@@ -162,6 +162,12 @@ export interface TerminalIdParams {
   terminalId: number;
 }
 
+export interface KillParams {
+  terminalId: number;
+  /** Only if this run is the one running (else nothing is killed). */
+  runId?: number;
+}
+
 export interface OutputParams {
   terminalId: number;
   /** Only this run's output. */
@@ -316,7 +322,7 @@ export interface RequestMap {
   'terminal/run': [RunParams, RunResult];
   'terminal/write': [WriteParams, null];
   'terminal/resize': [ResizeParams, null];
-  'terminal/kill': [TerminalIdParams, null];
+  'terminal/kill': [KillParams, null];
   'terminal/close': [TerminalIdParams, null];
   'terminal/list': [ListParams, Terminal[]];
   'terminal/output': [OutputParams, OutputResult];
