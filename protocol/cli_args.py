@@ -10,7 +10,7 @@ import argparse
 import math
 from collections.abc import Callable, Sequence
 
-from .cli_run import EXIT_WAITING, LIMIT_FLAGS
+from .cli_run import EXIT_WAITING, LIMIT_FLAGS, MOST_MS
 
 __all__ = [
     "COMMANDS",
@@ -233,9 +233,8 @@ def command_first(words: list[str]) -> list[str]:
     return [words[at], *shared, *words[at + 1 :]]
 
 
-#: The wire's longest duration (``timeoutMs``, ``cooldownTimeoutMs``: a 32-bit int
-#: of milliseconds), in the seconds the command line takes.
-_MOST_SECONDS = (2**31 - 1) / 1000
+#: The wire's longest duration, in the seconds the command line takes.
+_MOST_SECONDS = MOST_MS / 1000
 #: Numeric options, by dest: the most each may be (None: the server's bounds, in the
 #: same unit as here, say it).
 _NUMBERS: dict[str, float | None] = {

@@ -43,8 +43,9 @@ LIMIT_FLAGS = (
     ("wall_seconds", "wallSeconds", float, "seconds of running (then: failed)"),
 )
 
-#: ``--timeout 0``: the longest timeoutMs the wire takes (a 32-bit int), ~24.8 days.
-NO_TIMEOUT_MS = 2**31 - 1
+#: The wire's longest duration (``timeoutMs``, ``cooldownTimeoutMs``: a 32-bit int of
+#: milliseconds, ~24.8 days): what ``--timeout 0`` (no timeout) sends.
+MOST_MS = 2**31 - 1
 
 _WAITING_STATES = frozenset({"waitingForInput", "waitingForPassword", "fullScreen"})
 
@@ -229,7 +230,7 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
         # 0 is no timeout here, as for the limits (and coreutils' timeout); on the
         # wire timeoutMs 0 means "end at once".  The longest the wire takes (~24.8
         # days) also overrides a server's commandTimeoutMs, which leaving it out would not.
-        params["timeoutMs"] = NO_TIMEOUT_MS
+        params["timeoutMs"] = MOST_MS
     limits = {wire: getattr(args, flag) for flag, wire, _, _ in LIMIT_FLAGS}
     if any(value is not None for value in limits.values()):
         params["limits"] = {k: v for k, v in limits.items() if v is not None}

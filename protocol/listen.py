@@ -41,15 +41,8 @@ def claim_stdio() -> tuple[int, int]:
         if stream is None:
             raise OSError(f"--stdio: {name} is not open (started with it closed)")
     sys.stdout.flush()
-    fds = []
-    for fd, name in ((0, "stdin"), (1, "stdout")):
-        try:
-            fds.append(os.dup(fd))
-        except OSError as error:  # started with it closed (``<&-``): nothing to serve on
-            for claimed in fds:
-                os.close(claimed)
-            raise OSError(f"--stdio: {name} is not open ({error.strerror})") from None
-    in_fd, out_fd = fds
+    in_fd = os.dup(0)
+    out_fd = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -71,7 +64,7 @@ def check_socket_directory(directory: str) -> None:
     """
     make_private_directory(directory)
     info = os.lstat(directory)
-    if not stat.S_ISLNK(info.st_mode) and tighten_if_ours(directory, info):
+    if tighten_if_ours(directory, info):  # (a symbolic link is not: it is refused below)
         info = os.lstat(directory)
     if stat.S_ISLNK(info.st_mode):
         raise PermissionError(f"socket directory {directory} is a symbolic link: refusing it")

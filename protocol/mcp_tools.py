@@ -335,12 +335,9 @@ async def kill_command(
 ) -> Annotated[CallToolResult, KillResult]:
     session = await _session(ctx)
     with _tool_errors():
-        info = await session.client.get(terminal_id)
-        if not info.busy:
-            result = KillResult(terminal_id=terminal_id, killed=False, result=None)
-            return tool_result(render_kill(result), result)
-        interrupted = await session.interrupt(terminal_id, None)
-        if interrupted is None:
+        info = await session.client.get(terminal_id)  # (an unknown terminal: its error)
+        interrupted = await session.interrupt(terminal_id, None) if info.busy else None
+        if interrupted is None:  # nothing ran, or its terminal went meanwhile
             result = KillResult(terminal_id=terminal_id, killed=False, result=None)
             return tool_result(render_kill(result), result)
         run, killed = interrupted

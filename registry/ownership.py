@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from .cgroups import Cgroup
-from .private_dir import make_private_directory
+from .private_dir import is_private, make_private_directory
 
 __all__ = [
     "SERVER_TAG_VARIABLE",
@@ -73,8 +73,7 @@ def default_state_directory() -> str:
 def _private_directory(path: str) -> None:
     """Create ``path`` 0700; refuse one that is not ours or open to others."""
     make_private_directory(path)
-    info = os.lstat(path)
-    if info.st_uid != os.getuid() or info.st_mode & 0o077 or not os.path.isdir(path):
+    if not is_private(path):
         raise PermissionError(f"state directory {path} is not a private directory of ours")
 
 

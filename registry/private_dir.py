@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 
-__all__ = ["make_private_directory", "tighten_if_ours"]
+__all__ = ["is_private", "make_private_directory", "tighten_if_ours"]
 
 
 def make_private_directory(path: str) -> None:
@@ -32,6 +32,17 @@ def make_private_directory(path: str) -> None:
         except FileExistsError:
             continue  # made by another process between our look and now: checked by the caller
         os.chmod(directory, 0o700)  # the umask may have taken bits away, never added: exact
+
+
+def is_private(path: str) -> bool:
+    """Whether ``path`` itself (not what a symbolic link there names) is a directory
+    of ours that nobody else may enter."""
+    info = os.lstat(path)
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.getuid()
+        and not stat.S_IMODE(info.st_mode) & 0o077
+    )
 
 
 def tighten_if_ours(path: str, info: os.stat_result) -> bool:

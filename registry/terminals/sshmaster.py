@@ -31,7 +31,7 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import SpawnError
-from ..private_dir import make_private_directory
+from ..private_dir import is_private, make_private_directory
 from .channel import run_local
 from .children import NOWHERE, Placement, agent_environment, reset_signals
 
@@ -66,8 +66,7 @@ def _control_path() -> str:
         raise SpawnError(f"no directory short enough for an ssh control socket: {candidates}")
     path = fitting[0]
     make_private_directory(path)
-    info = os.lstat(path)
-    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+    if not is_private(path):
         raise SpawnError(f"{path} is not a private directory of ours: refusing to use it")
     with contextlib.suppress(OSError):
         for stale in os.listdir(path):
